@@ -1,0 +1,50 @@
+# The two commands of the README, and what they are made of.
+#
+#   make reproduce   set up this host and run the main job (smoke profile by default)
+#   make test        set up this host and run the whole test suite (what .ci/run runs)
+#
+# Needs Debian 12, root (loop devices, apt), make and python3. Everything else is installed
+# by `bootstrap` (a pinned virtualenv from PyPI) and `setup-host` (the Ansible playbook).
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+PROFILE ?= smoke
+CORES ?= all
+SNAKEMAKE_ARGS ?=
+
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: bootstrap setup-host reproduce test lint clean-results
+
+bootstrap: $(STAMP)
+
+# The virtualenv with pinned Snakemake, Ansible and the analysis libraries. Debian's python3
+# needs python3-venv for `-m venv`; install it first if it is missing.
+$(STAMP): requirements.txt pyproject.toml
+	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
+	  echo "installing python3-venv (needed for the project virtualenv)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; }
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $@
+
+setup-host: bootstrap
+	$(BIN)/ansible-playbook playbooks/setup-host.yml
+
+reproduce: setup-host
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+test: setup-host
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests
+
+lint: bootstrap
+	$(BIN)/snakemake --lint
+	$(BIN)/ansible-lint playbooks/
+	$(BIN)/ansible-playbook --syntax-check playbooks/setup-host.yml
+
+clean-results:
+	@echo "results/ holds finished cells; remove it yourself if you mean it: rm -rf results/raw results/cells results/tables results/figures"

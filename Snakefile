@@ -1,0 +1,27 @@
+# SlimIO reproduction pipeline: entry point only.
+#
+#   snakemake --cores all reproduce                                  # smoke profile
+#   snakemake --cores all reproduce --configfile config/profiles/ci.yaml
+#
+# The stages live in workflows/rules/*.smk; the logic in the slimio_repro Python package.
+from snakemake.utils import min_version
+
+min_version("9.0")
+
+
+configfile: "config/config.yaml"
+
+
+include: "workflows/rules/common.smk"
+include: "workflows/rules/build.smk"
+include: "workflows/rules/run.smk"
+include: "workflows/rules/parse.smk"
+include: "workflows/rules/aggregate.smk"
+
+
+rule reproduce:
+    """Everything: build, run every cell of the matrix, parse, tables and figures."""
+    input:
+        tables=TABLE_OUTPUTS,
+        figures=FIGURE_OUTPUTS,
+    default_target: True

@@ -1,0 +1,183 @@
+"""Run one cell of the matrix on the bare testbed and write its raw directory.
+
+A cell is self-contained: it gets its own file-system image, server, port and output
+directory, so it can run on any node. Everything is written under ``<raw>.partial`` and
+renamed to ``<raw>`` only when the cell completed, so an interrupted or failed cell leaves
+nothing that looks like a result, and a rerun redoes exactly that cell.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import random
+import shutil
+import time
+from pathlib import Path
+
+from . import benchmark, cells, fsimage, paths, provenance, redislog
+from .sampler import Sampler
+from .server import RedisServer, free_port, render_conf
+
+
+class CellError(RuntimeError):
+    pass
+
+
+def _write_json(path: Path, data) -> None:
+    path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def sampled_keys(cell: cells.Cell, workload: dict, count: int) -> list[str]:
+    """Keys compared value by value after recovery; deterministic per cell."""
+    rng = random.Random(cell.id)
+    n = min(count, workload["keyspace"])
+    width = workload["key_size_bytes"]
+    return [str(k).zfill(width) for k in sorted(rng.sample(range(workload["keyspace"]), n))]
+
+
+def fingerprint(client, keys: list[str]) -> dict:
+    """DEBUG DIGEST, DBSIZE and value hashes of ``keys``: what recovery must reproduce."""
+    values = {}
+    for k in keys:
+        v = client.execute_command("GET", k)
+        values[k] = None if v is None else hashlib.sha256(v.encode()).hexdigest()
+    return {"digest": client.execute_command("DEBUG", "DIGEST"),
+            "dbsize": client.dbsize(), "sampled_values_sha256": values}
+
+
+def _dir_bytes(directory: Path) -> int:
+    return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
+
+
+def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
+    if cell.testbed != "bare":
+        raise CellError(f"testbed {cell.testbed!r} is not supported yet; use 'bare'")
+    if out_dir.exists():
+        raise CellError(f"{out_dir} already exists; refusing to overwrite a finished cell "
+                        "(delete it to run the cell again)")
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    if partial.exists():
+        fsimage.cleanup_stale(partial)
+        shutil.rmtree(partial)
+    partial.mkdir(parents=True)
+
+    workload = config["workloads"][cell.workload]
+    bare = config["testbeds"]["bare"]
+    derived = {
+        "appendfsync": cells.POLICY_APPENDFSYNC[cell.policy],
+        "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config),
+        "auto_aof_rewrite_percentage": config["server"]["auto_aof_rewrite_percentage"],
+        "image_size_bytes": cells.image_size_bytes(config),
+        "expected_wal_bytes": cells.expected_wal_bytes(config),
+        "expected_dataset_bytes": cells.expected_dataset_bytes(config),
+    }
+    _write_json(partial / paths.RAW_CONFIG, {"config": config, "derived": derived})
+    prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": config["profile"],
+            "utc_start": provenance.utc_now(), "host": provenance.host(),
+            "git": provenance.git(), "tools": provenance.tools(bin_dir),
+            "redis_build": json.loads((bin_dir.parent / "build.json").read_text())}
+    commands, events, device = [], {}, {}
+    servers: list[RedisServer] = []
+    keys = sampled_keys(cell, workload, config["recovery"]["sampled_keys"])
+
+    def start_server(conf_name: str, log_name: str) -> RedisServer:
+        render_conf(partial / conf_name, port=port, data_dir=data_dir,
+                    log_file=partial / log_name, appendfsync=derived["appendfsync"],
+                    auto_aof_rewrite_percentage=derived["auto_aof_rewrite_percentage"],
+                    auto_aof_rewrite_min_size=derived["auto_aof_rewrite_min_size_bytes"])
+        server = RedisServer(bin_dir, partial / conf_name, port, partial / log_name)
+        servers.append(server)
+        commands.append({"what": conf_name, "argv": server.command})
+        server.start(config["server"]["start_timeout_s"])
+        return server
+
+    sampler = None
+    with fsimage.fresh_image(partial / "fs.img", partial / "mnt", bare["filesystem"],
+                             derived["image_size_bytes"], bare["direct_io"]) as fs:
+        try:
+            prov["storage"] = fs.describe()
+            data_dir = fs.mountpoint / "data"
+            data_dir.mkdir()
+            port = free_port()
+            device["write_bytes_at_start"] = fsimage.loop_write_bytes(fs.loop_dev)
+            server = start_server(paths.RAW_REDIS_CONF, paths.RAW_REDIS_LOG)
+            sampler = Sampler(port, server.pid, partial / paths.RAW_SAMPLER,
+                              config["server"]["sampler_interval_s"])
+            sampler.start()
+            cmd = benchmark.command(bin_dir, port, workload)
+            commands.append({"what": "workload", "argv": cmd})
+            events["workload"] = benchmark.run(cmd, partial / paths.RAW_BENCHMARK,
+                                               partial / paths.RAW_BENCHMARK_ERR,
+                                               workload["timeout_s"])
+            device["write_bytes_after_workload"] = fsimage.loop_write_bytes(fs.loop_dev)
+            server.wait_idle(config["server"]["snapshot_timeout_s"])
+            events["snapshots_idle_unix_s"] = time.time()
+            if config["server"]["on_demand_snapshot"]:
+                t0 = time.time()
+                server.bgsave(config["server"]["snapshot_timeout_s"])
+                events["on_demand_snapshot"] = {"start_unix_s": t0, "end_unix_s": time.time()}
+            sampler.stop()
+            cli = server.client()
+            _write_json(partial / paths.RAW_INFO_END, cli.info("everything"))
+            before = fingerprint(cli, keys)
+            server.shutdown()
+            device["write_bytes_at_shutdown"] = fsimage.loop_write_bytes(fs.loop_dev)
+            if config["recovery"]["enabled"]:
+                _write_json(partial / paths.RAW_RECOVERY,
+                            recover(fs, data_dir, config, before, keys, start_server, partial))
+            device["loop_device"] = fs.loop_dev
+            device["data_dir_bytes"] = _dir_bytes(data_dir)
+        except BaseException:
+            # Stop what runs on the file system, so that it can be unmounted.
+            if sampler is not None and sampler.is_alive():
+                sampler._stop_event.set()
+            for s in servers:
+                s.kill()
+            raise
+    device["write_bytes_workload"] = (device["write_bytes_after_workload"]
+                                      - device["write_bytes_at_start"])
+    device["write_bytes_total"] = (device["write_bytes_at_shutdown"]
+                                   - device["write_bytes_at_start"])
+    prov["utc_end"] = provenance.utc_now()
+    prov["redis_log_version"] = redislog.version((partial / paths.RAW_REDIS_LOG).read_text())
+    _write_json(partial / paths.RAW_COMMANDS, commands)
+    _write_json(partial / paths.RAW_EVENTS, events)
+    _write_json(partial / paths.RAW_DEVICE_STATS, device)
+    _write_json(partial / paths.RAW_PROVENANCE, prov)
+    (partial / "mnt").rmdir()
+    (partial / paths.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
+    partial.rename(out_dir)
+    return out_dir
+
+
+def recover(fs: fsimage.FsImage, data_dir: Path, config: dict, before: dict, keys: list[str],
+            start_server, partial: Path) -> dict:
+    """Restart on the same data, time the load and verify the dataset."""
+    if config["recovery"]["cold_cache"]:
+        fs.remount()
+    aof_bytes = _dir_bytes(data_dir / "appendonlydir")
+    read_before = fsimage.loop_read_bytes(fs.loop_dev)
+    server = start_server("redis-recovery.conf", paths.RAW_RECOVERY_LOG)
+    wall = server.ready_at - server.started_at
+    read_bytes = fsimage.loop_read_bytes(fs.loop_dev) - read_before
+    cli = server.client()
+    after = fingerprint(cli, keys)
+    _write_json(partial / paths.RAW_INFO_RECOVERY, cli.info("everything"))
+    server.shutdown()
+    loads = redislog.load_times((partial / paths.RAW_RECOVERY_LOG).read_text())
+    mismatched = sorted(k for k in keys if before["sampled_values_sha256"][k]
+                        != after["sampled_values_sha256"][k])
+    return {
+        "cold_cache": config["recovery"]["cold_cache"],
+        "startup_wall_s": round(wall, 3),
+        "load_time_s": loads.get("append only file"),
+        "load_times_by_file_s": loads,
+        "aof_bytes": aof_bytes,
+        "device_read_bytes": read_bytes,
+        "digest_before": before["digest"], "digest_after": after["digest"],
+        "dbsize_before": before["dbsize"], "dbsize_after": after["dbsize"],
+        "sampled_keys": len(keys), "sampled_mismatches": mismatched,
+        "verified": (before["digest"] == after["digest"]
+                     and before["dbsize"] == after["dbsize"] and not mismatched),
+    }

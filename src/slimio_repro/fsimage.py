@@ -1,0 +1,127 @@
+"""A fresh file system on a loop-attached image file that the pipeline itself created.
+
+The framework never writes to a device the user did not name: on the bare testbed the only
+block device it touches is the loop device it attaches to its own image file, inside the
+cell's own directory, and detaches again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from contextlib import contextmanager
+from pathlib import Path
+
+MKFS_OPTIONS = {
+    # Initialise inode tables and the journal now: lazy init would write in the background
+    # during the measurement.
+    "ext4": ["mkfs.ext4", "-q", "-F", "-E", "lazy_itable_init=0,lazy_journal_init=0"],
+}
+MOUNT_OPTIONS = {"ext4": "noatime"}
+
+
+class FsImageError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str]) -> str:
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise FsImageError(f"`{' '.join(cmd)}` failed ({proc.returncode}): {proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def loop_write_bytes(loop_dev: str) -> int:
+    """Bytes written to the loop device so far (/sys/block/loopN/stat, sectors of 512 B)."""
+    fields = Path(f"/sys/block/{Path(loop_dev).name}/stat").read_text().split()
+    return int(fields[6]) * 512
+
+
+def loop_read_bytes(loop_dev: str) -> int:
+    fields = Path(f"/sys/block/{Path(loop_dev).name}/stat").read_text().split()
+    return int(fields[2]) * 512
+
+
+class FsImage:
+    """An image file with a file system, attached to a loop device and mounted."""
+
+    def __init__(self, image: Path, mountpoint: Path, fstype: str, size_bytes: int,
+                 direct_io: bool):
+        if fstype not in MKFS_OPTIONS:
+            raise FsImageError(f"file system {fstype!r} is not supported on the bare testbed; "
+                               f"choose one of {', '.join(MKFS_OPTIONS)}")
+        self.image, self.mountpoint, self.fstype = image, mountpoint, fstype
+        self.size_bytes, self.direct_io = size_bytes, direct_io
+        self.loop_dev: str | None = None
+
+    def create(self) -> None:
+        if self.image.exists():
+            raise FsImageError(f"{self.image} already exists; refusing to overwrite it")
+        with open(self.image, "xb") as fh:
+            fh.truncate(self.size_bytes)
+        _run(MKFS_OPTIONS[self.fstype] + [str(self.image)])
+
+    def attach(self) -> None:
+        cmd = ["losetup", "--find", "--show"]
+        if self.direct_io:
+            cmd.append("--direct-io=on")
+        self.loop_dev = _run(cmd + [str(self.image)])
+        self.mountpoint.mkdir(parents=True, exist_ok=True)
+        try:
+            _run(["mount", "-t", self.fstype, "-o", MOUNT_OPTIONS[self.fstype],
+                  self.loop_dev, str(self.mountpoint)])
+        except FsImageError:
+            self.detach()
+            raise
+
+    def detach(self) -> None:
+        if self.loop_dev is None:
+            return
+        if os.path.ismount(self.mountpoint):
+            _run(["umount", str(self.mountpoint)])
+        _run(["losetup", "--detach", self.loop_dev])
+        self.loop_dev = None
+
+    def remount(self) -> None:
+        """Unmount and mount again: the next reads come from the device, not the page cache."""
+        self.detach()
+        self.attach()
+
+    def describe(self) -> dict:
+        out = {"filesystem": self.fstype, "image_size_bytes": self.size_bytes,
+               "mkfs": MKFS_OPTIONS[self.fstype], "mount_options": MOUNT_OPTIONS[self.fstype],
+               "loop_direct_io": self.direct_io, "backing_file": str(self.image)}
+        if self.loop_dev:
+            out["loop_device"] = self.loop_dev
+            out["findmnt"] = json.loads(_run(["findmnt", "--json", str(self.mountpoint)]))
+        backing = _run(["findmnt", "--json", "--target", str(self.image.parent)])
+        out["backing_filesystem"] = json.loads(backing)["filesystems"][0]
+        return out
+
+
+@contextmanager
+def fresh_image(image: Path, mountpoint: Path, fstype: str, size_bytes: int, direct_io: bool):
+    """Create, attach and mount an image; always unmount, detach and delete it afterwards."""
+    fs = FsImage(image, mountpoint, fstype, size_bytes, direct_io)
+    fs.create()
+    try:
+        fs.attach()
+        yield fs
+    finally:
+        fs.detach()
+        image.unlink(missing_ok=True)
+
+
+def cleanup_stale(directory: Path) -> None:
+    """Unmount and detach whatever an interrupted cell left under ``directory``."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        mnt = line.split()[1].replace("\\040", " ")
+        if mnt.startswith(str(directory) + os.sep):
+            subprocess.run(["umount", "-l", mnt], check=False)
+    out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
+                         capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        parts = line.split(None, 1)
+        if len(parts) == 2 and parts[1].startswith(str(directory) + os.sep):
+            subprocess.run(["losetup", "--detach", parts[0]], check=False)

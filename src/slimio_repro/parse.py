@@ -1,0 +1,143 @@
+"""Turn one raw cell directory into a tidy record (JSON) and a time series (CSV).
+
+Phases follow the sampler's flags: an interval between two INFO samples belongs to the
+WAL&Snapshot phase when a snapshot (AOF rewrite or BGSAVE) was in progress at either end,
+to the WAL-only phase otherwise. Only intervals inside the workload window count.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from . import benchmark, paths, redislog
+
+GB = 1e9
+MB = 1e6
+
+
+class ParseError(ValueError):
+    pass
+
+
+def _json(raw: Path, name: str):
+    try:
+        return json.loads((raw / name).read_text())
+    except FileNotFoundError:
+        raise ParseError(f"{raw} has no {name}: is it a complete cell directory?") from None
+
+
+def phase_stats(samples: pd.DataFrame, start: float, end: float) -> dict:
+    """RPS and peak memory per phase from the sampler's rows within [start, end]."""
+    s = samples[(samples.t_unix_s >= start) & (samples.t_unix_s <= end)].sort_values("t_unix_s")
+    s = s.assign(snapshot=(s.rdb_bgsave_in_progress.astype(bool)
+                           | s.aof_rewrite_in_progress.astype(bool)),
+                 mem_bytes=s.server_rss_bytes + s.child_rss_bytes)
+    dt = s.t_unix_s.diff()
+    dcmd = s.total_commands_processed.diff()
+    in_snapshot = s.snapshot | s.snapshot.shift(1, fill_value=False)
+    out = {}
+    for phase, mask in (("wal_only", ~in_snapshot), ("wal_snapshot", in_snapshot)):
+        mask = mask & dt.notna()
+        secs = float(dt[mask].sum())
+        out[f"rps_{phase}"] = float(dcmd[mask].sum()) / secs if secs > 0 else None
+        out[f"{phase}_duration_s"] = round(secs, 3)
+        sel = s.snapshot if phase == "wal_snapshot" else ~s.snapshot
+        out[f"mem_{phase}_peak_bytes"] = int(s.mem_bytes[sel].max()) if sel.any() else None
+    out["samples_in_workload"] = len(s)
+    out["max_sample_gap_s"] = float(dt.max()) if len(s) > 1 else None
+    return out
+
+
+def server_latency_p999_ms(info: dict, command: str = "set") -> float | None:
+    """Server-side p99.9 of ``command`` from INFO latencystats (cross-check of the client)."""
+    stats = info.get(f"latency_percentiles_usec_{command}")
+    return stats["p99.9"] / 1000 if isinstance(stats, dict) and "p99.9" in stats else None
+
+
+def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
+    raw = Path(raw)
+    if not (raw / paths.RAW_COMPLETE).exists():
+        raise ParseError(f"{raw} is not a complete cell (no {paths.RAW_COMPLETE})")
+    prov = _json(raw, paths.RAW_PROVENANCE)
+    eff = _json(raw, paths.RAW_CONFIG)
+    events = _json(raw, paths.RAW_EVENTS)
+    device = _json(raw, paths.RAW_DEVICE_STATS)
+    bench = benchmark.parse((raw / paths.RAW_BENCHMARK).read_text())
+    samples = pd.read_csv(raw / paths.RAW_SAMPLER)
+    log = (raw / paths.RAW_REDIS_LOG).read_text()
+    snaps = redislog.snapshots(log)
+    w0, w1 = events["workload"]["start_unix_s"], events["workload"]["end_unix_s"]
+    workload_cfg = eff["config"]["workloads"][prov["cell"]["workload"]]
+
+    wal = [s for s in snaps if s["kind"] == "wal_snapshot" and s["ok"]]
+    od = [s for s in snaps if s["kind"] == "on_demand_snapshot" and s["ok"]]
+    ok_durations = [s["duration_s"] for s in wal + od]
+    record = {
+        "cell_id": prov["cell_id"], **prov["cell"], "profile": prov["profile"],
+        "filesystem": prov["storage"]["filesystem"],
+        "redis_version": prov["redis_build"]["redis_version"],
+        "clients": workload_cfg["clients"], "requests": workload_cfg["requests"],
+        "keyspace": workload_cfg["keyspace"], "key_size_bytes": workload_cfg["key_size_bytes"],
+        "value_size_bytes": workload_cfg["value_size_bytes"],
+        "requests_completed": bench["requests_completed"],
+        "workload_duration_s": bench["duration_s"],
+        "rps_avg": bench["rps"],
+        **phase_stats(samples, w0, w1),
+        "wal_snapshot_count": len(wal),
+        "wal_snapshot_time_s": (sum(s["duration_s"] for s in wal) / len(wal)) if wal else None,
+        "on_demand_snapshot_count": len(od),
+        "on_demand_snapshot_time_s": od[-1]["duration_s"] if od else None,
+        "snapshot_time_s": sum(ok_durations) / len(ok_durations) if ok_durations else None,
+        "failed_snapshot_count": sum(not s["ok"] for s in snaps),
+        "set_p999_ms": bench["p999_ms"], "set_p99_ms": bench["p99_ms"],
+        "set_avg_ms": bench["avg_ms"], "set_max_ms": bench["max_ms"],
+        "server_set_p999_ms": server_latency_p999_ms(_json(raw, paths.RAW_INFO_END)),
+        "device_write_bytes_workload": device["write_bytes_workload"],
+        "device_write_bytes_total": device["write_bytes_total"],
+        "auto_aof_rewrite_min_size_bytes": eff["derived"]["auto_aof_rewrite_min_size_bytes"],
+        "waf": None,  # needs a device with an FDP log (VM testbed); none on the bare testbed
+        "utc_start": prov["utc_start"], "utc_end": prov["utc_end"],
+        "git_commit": prov["git"]["commit"], "git_dirty": prov["git"]["dirty"],
+    }
+    for phase in ("wal_only", "wal_snapshot"):
+        peak = record[f"mem_{phase}_peak_bytes"]
+        record[f"mem_{phase}_peak_gb"] = peak / GB if peak is not None else None
+    if (raw / paths.RAW_RECOVERY).exists():
+        rec = _json(raw, paths.RAW_RECOVERY)
+        load = rec["load_time_s"]
+        record.update({
+            "recovery_time_s": load, "recovery_wall_s": rec["startup_wall_s"],
+            "recovery_bytes": rec["aof_bytes"],
+            "recovery_mb_s": rec["aof_bytes"] / MB / load if load else None,
+            "recovery_device_read_bytes": rec["device_read_bytes"],
+            "recovery_verified": rec["verified"], "recovery_dbsize": rec["dbsize_after"],
+        })
+    record["snapshots"] = [{"kind": s["kind"], "start_s": round(s["start_unix_s"] - w0, 3),
+                            "end_s": round(s["end_unix_s"] - w0, 3), "ok": s["ok"]}
+                           for s in snaps]
+    return record, timeseries(bench["intervals"], samples, w0)
+
+
+def timeseries(intervals: list[dict], samples: pd.DataFrame, t0: float) -> pd.DataFrame:
+    """Client per-interval RPS, joined with the nearest earlier sampler row."""
+    client = pd.DataFrame(intervals, columns=["t_unix_s", "rps", "avg_ms"])
+    s = samples.sort_values("t_unix_s").assign(
+        mem_bytes=samples.server_rss_bytes + samples.child_rss_bytes)
+    s = s[["t_unix_s", "mem_bytes", "aof_rewrite_in_progress", "rdb_bgsave_in_progress",
+           "instantaneous_ops_per_sec"]]
+    merged = pd.merge_asof(client.sort_values("t_unix_s"), s, on="t_unix_s",
+                           direction="backward")
+    merged.insert(0, "t_s", (merged.t_unix_s - t0).round(3))
+    return merged.rename(columns={"rps": "client_rps", "avg_ms": "client_avg_ms",
+                                  "instantaneous_ops_per_sec": "server_ops_per_sec"})
+
+
+def write(raw: Path, record_path: Path, series_path: Path) -> dict:
+    record, series = parse_cell(raw)
+    record_path.parent.mkdir(parents=True, exist_ok=True)
+    record_path.write_text(json.dumps(record, indent=2) + "\n")
+    series.to_csv(series_path, index=False)
+    return record

@@ -1,0 +1,84 @@
+"""Every path the framework reads or writes, in one place.
+
+Snakemake rules use the ``*_PATTERN`` strings (with ``{wildcards}``); Python code uses the
+:class:`Paths` methods, which format the same patterns, so the two can never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CONFIG_DIR = REPO_ROOT / "config"
+SCHEMA_DIR = REPO_ROOT / "workflows" / "schemas"
+CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
+REDIS_BASELINE_DIR = REPO_ROOT / "redis-baseline"
+UPSTREAM_PINS = REDIS_BASELINE_DIR / "UPSTREAM.yaml"
+REDIS_CONF_TEMPLATE = REDIS_BASELINE_DIR / "redis.conf.template"
+BENCHMARK_PATCH_DIR = REDIS_BASELINE_DIR / "patches"
+REFERENCE_DIR = REPO_ROOT / "results" / "reference"
+
+# Wildcard patterns, relative to the results or build directory.
+SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"
+REDIS_BUILD_PATTERN = "redis-{system}/{version}"
+CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
+CELL_RAW_PATTERN = "raw/" + CELL_ID_PATTERN
+CELL_RECORD_PATTERN = "cells/" + CELL_ID_PATTERN + ".json"
+CELL_TIMESERIES_PATTERN = "cells/" + CELL_ID_PATTERN + ".timeseries.csv"
+CELL_FIGURE_PATTERN = "figures/runtime_rps/" + CELL_ID_PATTERN + ".{ext}"
+
+# Files inside one cell's raw directory.
+RAW_PROVENANCE = "provenance.json"
+RAW_CONFIG = "effective-config.json"
+RAW_COMMANDS = "commands.json"
+RAW_REDIS_CONF = "redis.conf"
+RAW_REDIS_LOG = "redis.log"
+RAW_RECOVERY_LOG = "redis-recovery.log"
+RAW_SAMPLER = "sampler.csv"
+RAW_BENCHMARK = "benchmark.stdout.tsv"
+RAW_BENCHMARK_ERR = "benchmark.stderr.txt"
+RAW_EVENTS = "events.json"
+RAW_INFO_END = "info-after-workload.json"
+RAW_INFO_RECOVERY = "info-after-recovery.json"
+RAW_DEVICE_STATS = "device-stats.json"
+RAW_RECOVERY = "recovery.json"
+RAW_COMPLETE = "CELL_COMPLETE"
+
+
+@dataclass(frozen=True)
+class Paths:
+    """Where one run's results and the shared build cache live."""
+
+    results_dir: Path
+    build_dir: Path
+
+    @classmethod
+    def from_config(cls, config: dict) -> "Paths":
+        return cls(_absolute(config["results_dir"]), _absolute(config["build_dir"]))
+
+    def source_tarball(self, version: str) -> Path:
+        return self.build_dir / SOURCE_TARBALL_PATTERN.format(version=version)
+
+    def redis_build(self, system: str, version: str) -> Path:
+        return self.build_dir / REDIS_BUILD_PATTERN.format(system=system, version=version)
+
+    def cell_raw(self, cell) -> Path:
+        return self.results_dir / CELL_RAW_PATTERN.format(**cell.wildcards())
+
+    def cell_record(self, cell) -> Path:
+        return self.results_dir / CELL_RECORD_PATTERN.format(**cell.wildcards())
+
+    def cell_timeseries(self, cell) -> Path:
+        return self.results_dir / CELL_TIMESERIES_PATTERN.format(**cell.wildcards())
+
+    def table(self, name: str, ext: str) -> Path:
+        return self.results_dir / "tables" / f"{name}.{ext}"
+
+    def figure(self, name: str, ext: str) -> Path:
+        return self.results_dir / "figures" / f"{name}.{ext}"
+
+
+def _absolute(path: str | Path) -> Path:
+    p = Path(path)
+    return p if p.is_absolute() else (REPO_ROOT / p)

@@ -1,0 +1,78 @@
+"""What a run was made of: host, tools, sources, git state. Recorded in every cell."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import os
+import platform
+import subprocess
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+
+from . import paths
+
+PINNED_PYTHON_PACKAGES = ("snakemake", "ansible-core", "jsonschema", "pandas", "matplotlib",
+                          "pyyaml", "redis", "pytest")
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def _first_line(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"unavailable ({exc})"
+    text = (proc.stdout or proc.stderr).strip()
+    return text.splitlines()[0] if text else "unknown"
+
+
+def host() -> dict:
+    cpu = "unknown"
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            cpu = line.split(":", 1)[1].strip()
+            break
+    mem_kib = next(int(l.split()[1]) for l in Path("/proc/meminfo").read_text().splitlines()
+                   if l.startswith("MemTotal:"))
+    os_release = dict(
+        line.split("=", 1) for line in Path("/etc/os-release").read_text().splitlines()
+        if "=" in line)
+    return {
+        "hostname": platform.node(),
+        "cpu_model": cpu,
+        "cpus_online": os.cpu_count(),
+        "mem_total_bytes": mem_kib * 1024,
+        "kernel": platform.release(),
+        "uname": " ".join(platform.uname()),
+        "os": os_release.get("PRETTY_NAME", "unknown").strip('"'),
+    }
+
+
+def git() -> dict:
+    def run(*args: str) -> str:
+        proc = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args],
+                              capture_output=True, text=True)
+        return proc.stdout.strip() if proc.returncode == 0 else ""
+    commit = run("rev-parse", "HEAD")
+    return {"commit": commit or "unknown (not a git checkout)",
+            "dirty": bool(run("status", "--porcelain", "--untracked-files=no")),
+            "describe": run("describe", "--always", "--dirty")}
+
+
+def tools(bin_dir: Path) -> dict:
+    versions = {
+        "redis-server": _first_line([str(bin_dir / "redis-server"), "--version"]),
+        "redis-benchmark": _first_line([str(bin_dir / "redis-benchmark"), "--version"]),
+        "mkfs.ext4": _first_line(["mkfs.ext4", "-V"]),
+        "losetup": _first_line(["losetup", "--version"]),
+        "python": sys.version.split()[0],
+    }
+    for pkg in PINNED_PYTHON_PACKAGES:
+        try:
+            versions[f"python:{pkg}"] = importlib.metadata.version(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            versions[f"python:{pkg}"] = "not installed"
+    return versions

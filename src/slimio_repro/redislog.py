@@ -1,0 +1,69 @@
+"""Snapshot and load events from a redis-server log file (millisecond timestamps)."""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+
+LINE_RE = re.compile(r"^(?P<pid>\d+):(?P<role>[MCSX]) (?P<ts>\d{1,2} \w{3} \d{4} "
+                     r"\d{2}:\d{2}:\d{2}\.\d{3}) (?P<level>[.\-*#]) (?P<msg>.*)$")
+
+# (kind, edge) by message prefix.
+EVENTS = [
+    ("Background append only file rewriting started", "wal_snapshot", "start"),
+    ("Background AOF rewrite finished successfully", "wal_snapshot", "end"),
+    ("Background AOF rewrite terminated with error", "wal_snapshot", "fail"),
+    ("Background AOF rewrite terminated by signal", "wal_snapshot", "fail"),
+    ("Background saving started", "on_demand_snapshot", "start"),
+    ("Background saving terminated with success", "on_demand_snapshot", "end"),
+    ("Background saving error", "on_demand_snapshot", "fail"),
+    ("Background saving terminated by signal", "on_demand_snapshot", "fail"),
+]
+LOAD_RE = re.compile(r"DB loaded from (?P<what>append only file|disk|base file \S+|incr file \S+)"
+                     r": (?P<secs>[\d.]+) seconds")
+
+
+def parse_time(ts: str) -> float:
+    """Redis logs local time with millisecond precision."""
+    return datetime.strptime(ts, "%d %b %Y %H:%M:%S.%f").timestamp()
+
+
+def lines(text: str):
+    for raw in text.splitlines():
+        m = LINE_RE.match(raw)
+        if m:
+            yield m
+
+
+def snapshots(text: str) -> list[dict]:
+    """Completed and failed snapshots, in order: kind, start/end unix time, duration."""
+    out, open_by_kind = [], {}
+    for m in lines(text):
+        if m["role"] != "M":
+            continue
+        for prefix, kind, edge in EVENTS:
+            if m["msg"].startswith(prefix):
+                t = parse_time(m["ts"])
+                if edge == "start":
+                    open_by_kind[kind] = t
+                elif kind in open_by_kind:
+                    start = open_by_kind.pop(kind)
+                    out.append({"kind": kind, "start_unix_s": start, "end_unix_s": t,
+                                "duration_s": round(t - start, 3), "ok": edge == "end"})
+                break
+    return out
+
+
+def load_times(text: str) -> dict:
+    """Seconds Redis reports for loading its data, by what it loaded."""
+    out = {}
+    for m in lines(text):
+        lm = LOAD_RE.search(m["msg"])
+        if lm:
+            out[lm["what"]] = float(lm["secs"])
+    return out
+
+
+def version(text: str) -> str | None:
+    m = re.search(r"Redis version=(\S+?),", text)
+    return m.group(1) if m else None

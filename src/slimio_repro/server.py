@@ -1,0 +1,139 @@
+"""Start, watch and stop one redis-server for a cell."""
+
+from __future__ import annotations
+
+import socket
+import string
+import subprocess
+import time
+from pathlib import Path
+
+import redis
+
+from . import paths
+
+
+class ServerError(RuntimeError):
+    pass
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def render_conf(dest: Path, **values) -> str:
+    text = string.Template(paths.REDIS_CONF_TEMPLATE.read_text()).substitute(**values)
+    dest.write_text(text)
+    return text
+
+
+def parse_info(text: str) -> dict:
+    """Parse INFO output into a flat dict (numbers converted), like redis-py does."""
+    out = {}
+    for line in text.splitlines():
+        if not line or line.startswith("#") or ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        try:
+            out[key] = int(value)
+        except ValueError:
+            try:
+                out[key] = float(value)
+            except ValueError:
+                out[key] = value
+    return out
+
+
+class RedisServer:
+    """A redis-server process with a given configuration file."""
+
+    def __init__(self, bin_dir: Path, conf: Path, port: int, log_file: Path):
+        self.bin_dir, self.conf, self.port, self.log_file = bin_dir, conf, port, log_file
+        self.proc: subprocess.Popen | None = None
+        self.started_at: float | None = None
+        self.ready_at: float | None = None
+
+    @property
+    def command(self) -> list[str]:
+        return [str(self.bin_dir / "redis-server"), str(self.conf)]
+
+    def client(self, timeout: float | None = 30) -> redis.Redis:
+        return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout,
+                           decode_responses=True)
+
+    def start(self, timeout_s: float) -> float:
+        """Start and wait until it answers PING and has finished loading; return seconds."""
+        self.started_at = time.time()
+        self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + timeout_s
+        cli = self.client(timeout=5)
+        while True:
+            if self.proc.poll() is not None:
+                raise ServerError(f"redis-server exited with {self.proc.returncode} while "
+                                  f"starting: {self.proc.stderr.read().strip()} "
+                                  f"(see {self.log_file})")
+            try:
+                if cli.ping() and cli.info("persistence")["loading"] == 0:
+                    break
+            except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise ServerError(f"redis-server on port {self.port} was not ready within "
+                                  f"{timeout_s} s (server.start_timeout_s); see {self.log_file}")
+            time.sleep(0.01)
+        self.ready_at = time.time()
+        return self.ready_at - self.started_at
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None
+        return self.proc.pid
+
+    def wait_idle(self, timeout_s: float) -> None:
+        """Wait until no snapshot (rewrite or BGSAVE) is running or scheduled."""
+        cli = self.client()
+        deadline = time.monotonic() + timeout_s
+        while True:
+            p = cli.info("persistence")
+            if not (p["aof_rewrite_in_progress"] or p["aof_rewrite_scheduled"]
+                    or p["rdb_bgsave_in_progress"]):
+                return
+            if time.monotonic() > deadline:
+                raise ServerError(f"a snapshot was still running after {timeout_s} s "
+                                  "(server.snapshot_timeout_s)")
+            time.sleep(0.05)
+
+    def bgsave(self, timeout_s: float) -> None:
+        """On-Demand-Snapshot: BGSAVE, wait for it, and check it succeeded."""
+        cli = self.client()
+        cli.bgsave()
+        self.wait_idle(timeout_s)
+        status = cli.info("persistence")["rdb_last_bgsave_status"]
+        if status != "ok":
+            raise ServerError(f"BGSAVE finished with status {status!r}; see {self.log_file}")
+
+    def shutdown(self, timeout_s: float = 600) -> None:
+        """SHUTDOWN (fsyncs the AOF) and wait for the process to exit."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        try:
+            self.client().shutdown()
+        except redis.ConnectionError:
+            pass  # the server closes the connection as it exits
+        try:
+            self.proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise ServerError(f"redis-server did not exit within {timeout_s} s of SHUTDOWN")
+        if self.proc.returncode != 0:
+            raise ServerError(f"redis-server exited with {self.proc.returncode} on SHUTDOWN; "
+                              f"see {self.log_file}")
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()

@@ -1,0 +1,89 @@
+"""The configuration schema: defaults, profiles, and errors that name the bad key."""
+
+import pytest
+
+from slimio_repro import cells, config as configmod, paths
+
+PROFILES = ["smoke", "ci", "paper"]
+
+
+def load(*overrides: dict) -> dict:
+    cfg = configmod.load_yaml(paths.CONFIG_DIR / "config.yaml")
+    for o in overrides:
+        cfg = configmod.merge(cfg, o)
+    return configmod.validate(cfg)
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_is_valid(profile):
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
+                          paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
+    assert cfg["profile"] == profile
+
+
+def test_paper_profile_has_the_papers_parameters():
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
+                          paths.CONFIG_DIR / "profiles" / "paper.yaml"])
+    w = cfg["workloads"]["redis-benchmark"]
+    assert (w["clients"], w["requests"], w["keyspace"], w["key_size_bytes"],
+            w["value_size_bytes"]) == (50, 28_000_000, 5_300_000, 8, 4096)
+    assert cfg["matrix"]["repetitions"] == 5
+    assert cfg["redis"]["version"] == "7.4.2"
+
+
+def test_defaults_come_from_the_schema():
+    cfg = configmod.validate({})
+    assert cfg["matrix"]["policies"] == ["periodical", "always"]
+    assert cfg["workloads"]["redis-benchmark"]["requests"] == 28_000_000
+    assert cfg["server"]["sampler_interval_s"] == 0.5
+
+
+def test_unknown_key_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"unknown key server\.samplr_interval_s"):
+        load({"server": {"samplr_interval_s": 1}})
+
+
+def test_unknown_top_level_key_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"unknown key repetitions"):
+        load({"repetitions": 3})
+
+
+def test_bad_enum_value_is_named():
+    with pytest.raises(configmod.ConfigError,
+                       match=r"matrix\.policies\[1\]: 'sometimes' is not one of"):
+        load({"matrix": {"policies": ["periodical", "sometimes"]}})
+
+
+def test_out_of_range_value_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"server\.sampler_interval_s"):
+        load({"server": {"sampler_interval_s": 5}})
+
+
+def test_wrong_type_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"matrix\.repetitions"):
+        load({"matrix": {"repetitions": "five"}})
+
+
+def test_keyspace_must_fit_the_key_width():
+    with pytest.raises(configmod.ConfigError, match=r"keyspace: 1000 keys do not fit"):
+        load({"workloads": {"redis-benchmark": {"keyspace": 1000, "key_size_bytes": 2}}})
+
+
+def test_missing_config_file_is_named(tmp_path):
+    with pytest.raises(configmod.ConfigError, match="nope.yaml does not exist"):
+        configmod.load([tmp_path / "nope.yaml"])
+
+
+def test_matrix_expands_to_one_cell_per_repetition(default_config):
+    got = cells.expand(default_config)
+    m = default_config["matrix"]
+    assert len(got) == (len(m["testbeds"]) * len(m["systems"]) * len(m["workloads"])
+                        * len(m["policies"]) * m["repetitions"])
+    assert len({c.id for c in got}) == len(got)
+    for c in got:
+        assert cells.Cell.from_id(c.id) == c
+
+
+def test_bad_cell_id_is_rejected():
+    with pytest.raises(ValueError, match="is not a cell id"):
+        cells.Cell.from_id("bare-baseline-fio-periodical-r1")

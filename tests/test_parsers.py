@@ -1,0 +1,107 @@
+"""Parsers, on outputs captured from real runs (tests/fixtures/cells/*: Redis 7.0.15 with the
+patched redis-benchmark on an ext4 loop image, tiny scale)."""
+
+import json
+
+import pandas as pd
+import pytest
+
+from conftest import CELL_FIXTURES
+from slimio_repro import benchmark, parse, paths, redislog
+
+PERIODICAL = CELL_FIXTURES / "bare-baseline-redis-benchmark-periodical-r1"
+ALWAYS = CELL_FIXTURES / "bare-baseline-redis-benchmark-always-r1"
+
+
+def test_benchmark_summary_and_exact_p999():
+    out = benchmark.parse((PERIODICAL / paths.RAW_BENCHMARK).read_text())
+    assert out["test"] == "SET"
+    assert out["requests_completed"] == 40000
+    assert out["clients"] == 50 and out["payload_bytes"] == 4096
+    assert out["rps"] == pytest.approx(59790.73)
+    assert out["p999_ms"] == pytest.approx(10.399)
+    assert out["p99_ms"] <= out["p999_ms"] <= out["max_ms"]
+
+
+def test_benchmark_intervals_are_timestamped_and_ordered():
+    out = benchmark.parse((ALWAYS / paths.RAW_BENCHMARK).read_text())
+    times = [i["t_unix_s"] for i in out["intervals"]]
+    assert len(times) >= 3
+    assert times == sorted(times)
+    assert all(i["rps"] >= 0 for i in out["intervals"])  # 0.0 before clients connect
+    assert max(i["rps"] for i in out["intervals"]) > 0
+
+
+def test_unpatched_benchmark_output_is_refused():
+    text = (PERIODICAL / paths.RAW_BENCHMARK).read_text()
+    stock = "\n".join(l for l in text.splitlines() if "p99.9" not in l)
+    with pytest.raises(benchmark.BenchmarkError, match="patched redis-benchmark"):
+        benchmark.parse(stock)
+
+
+def test_unfinished_benchmark_output_is_refused():
+    text = (PERIODICAL / paths.RAW_BENCHMARK).read_text()
+    head = "\n".join(text.splitlines()[:3])
+    with pytest.raises(benchmark.BenchmarkError, match="did not finish"):
+        benchmark.parse(head)
+
+
+def test_redis_log_snapshots():
+    snaps = redislog.snapshots((ALWAYS / paths.RAW_REDIS_LOG).read_text())
+    kinds = [s["kind"] for s in snaps]
+    assert kinds == ["wal_snapshot", "wal_snapshot", "on_demand_snapshot"]
+    assert all(s["ok"] and 0 < s["duration_s"] < 60 for s in snaps)
+    assert all(a["end_unix_s"] <= b["start_unix_s"] for a, b in zip(snaps, snaps[1:]))
+
+
+def test_redis_log_failed_rewrite_is_reported_not_counted():
+    log = ("1:M 21 Nov 2026 01:22:36.967 * Background append only file rewriting started by "
+           "pid 2\n1:M 21 Nov 2026 01:22:38.000 # Background AOF rewrite terminated with "
+           "error\n")
+    (snap,) = redislog.snapshots(log)
+    assert snap["ok"] is False and snap["duration_s"] == pytest.approx(1.033)
+
+
+def test_redis_log_load_times():
+    loads = redislog.load_times((PERIODICAL / paths.RAW_RECOVERY_LOG).read_text())
+    assert loads["append only file"] == pytest.approx(0.135)
+    assert any(k.startswith("base file") for k in loads)
+
+
+def test_phase_stats_splits_by_sampler_flags():
+    samples = pd.DataFrame({
+        "t_unix_s": [0.0, 1.0, 2.0, 3.0, 4.0],
+        "total_commands_processed": [0, 100, 150, 200, 300],
+        "rdb_bgsave_in_progress": [0, 0, 0, 0, 0],
+        "aof_rewrite_in_progress": [0, 0, 1, 0, 0],
+        "server_rss_bytes": [10, 20, 30, 40, 50],
+        "child_rss_bytes": [0, 0, 25, 0, 0],
+    })
+    out = parse.phase_stats(samples, 0.0, 4.0)
+    # (1,2] and (2,3] touch the flagged sample: 100 commands in 2 s; the rest 200 in 2 s.
+    assert out["rps_wal_snapshot"] == pytest.approx(50.0)
+    assert out["rps_wal_only"] == pytest.approx(100.0)
+    assert out["mem_wal_snapshot_peak_bytes"] == 55
+    assert out["mem_wal_only_peak_bytes"] == 50
+
+
+def test_parse_cell_record(fixture_cell):
+    record, series = parse.parse_cell(fixture_cell)
+    assert record["cell_id"] == fixture_cell.name
+    assert record["policy"] == "periodical" and record["filesystem"] == "ext4"
+    assert record["rps_avg"] > 0 and record["set_p999_ms"] > 0
+    assert record["wal_snapshot_count"] == 1 and record["on_demand_snapshot_count"] == 1
+    assert record["snapshot_time_s"] > 0
+    assert record["recovery_verified"] is True
+    assert record["recovery_mb_s"] == pytest.approx(
+        record["recovery_bytes"] / 1e6 / record["recovery_time_s"])
+    assert record["device_write_bytes_total"] >= record["device_write_bytes_workload"] > 0
+    json.dumps(record)  # the record is plain JSON
+    assert {"t_s", "client_rps", "mem_bytes"} <= set(series.columns)
+    assert (series.t_s.diff().dropna() >= 0).all()
+
+
+def test_incomplete_cell_is_refused(fixture_cell):
+    (fixture_cell / paths.RAW_COMPLETE).unlink()
+    with pytest.raises(parse.ParseError, match="not a complete cell"):
+        parse.parse_cell(fixture_cell)

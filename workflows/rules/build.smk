@@ -1,0 +1,37 @@
+# Build stage: verified Redis sources and the binaries of each system.
+
+
+rule fetch_redis_source:
+    """Fetch the pinned tarball from the first source that works; refuse a sha256 mismatch."""
+    output:
+        build(pathsmod.SOURCE_TARBALL_PATTERN),
+    log:
+        build("logs/fetch_redis_source-{version}.log"),
+    params:
+        dirs=config["redis"]["tarball_dirs"],
+    script:
+        "../scripts/fetch_redis_source.py"
+
+
+rule build_redis_baseline:
+    """Stock Redis (server untouched) plus the patched redis-benchmark, built out of tree."""
+    input:
+        build(pathsmod.SOURCE_TARBALL_PATTERN),
+    output:
+        server=build("redis-baseline/{version}/bin/redis-server"),
+    log:
+        build("logs/build_redis_baseline-{version}.log"),
+    threads: workflow.cores
+    params:
+        jobs=config["redis"]["make_jobs"],
+    script:
+        "../scripts/build_redis.py"
+
+
+rule build_redis:
+    """Build the Redis binaries of every system in the matrix."""
+    input:
+        [
+            build(f"redis-{system}/{REDIS_VERSION}/bin/redis-server")
+            for system in config["matrix"]["systems"]
+        ],

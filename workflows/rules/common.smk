@@ -1,0 +1,46 @@
+# Validation, wildcard constraints and input functions shared by every stage.
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(workflow.basedir) / "src"))
+
+from slimio_repro import cells as cellsmod  # noqa: E402
+from slimio_repro import config as configmod  # noqa: E402
+from slimio_repro import paths as pathsmod  # noqa: E402
+
+# Fill the schema's defaults and validate: a wrong key or value stops here, named.
+try:
+    configmod.validate(config)
+except configmod.ConfigError as exc:
+    raise WorkflowError(str(exc)) from None
+
+RESULTS = config["results_dir"].rstrip("/")
+BUILD = config["build_dir"].rstrip("/")
+REDIS_VERSION = config["redis"]["version"]
+CELLS = cellsmod.expand(config)
+
+
+wildcard_constraints:
+    testbed="|".join(config["matrix"]["testbeds"]),
+    system="baseline|slimio|slimio-nofdp",
+    workload="redis-benchmark|ycsb-a",
+    policy="periodical|always",
+    rep=r"\d+",
+    version=r"\d+\.\d+\.\d+",
+
+
+def results(pattern):
+    return f"{RESULTS}/{pattern}"
+
+
+def build(pattern):
+    return f"{BUILD}/{pattern}"
+
+
+def cell_files(pattern, **extra):
+    return [results(pattern).format(**c.wildcards(), **extra) for c in CELLS]
+
+
+def redis_bin(wildcards):
+    return build(pathsmod.REDIS_BUILD_PATTERN).format(
+        system=wildcards.system, version=REDIS_VERSION) + "/bin/redis-server"

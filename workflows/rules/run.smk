@@ -1,0 +1,21 @@
+# Run stage: one self-contained cell (its own file system, server and outputs) per job.
+
+
+rule run_cell:
+    """Run one repetition of one workload under one policy on one system and testbed."""
+    input:
+        server=redis_bin,
+    output:
+        raw=directory(results(pathsmod.CELL_RAW_PATTERN)),
+    log:
+        results("logs/run_cell/" + pathsmod.CELL_ID_PATTERN + ".log"),
+    # A cell takes the whole machine: cells never run side by side and disturb each other.
+    threads: workflow.cores
+    script:
+        "../scripts/run_cell.py"
+
+
+rule run_matrix:
+    """Every cell of the matrix, without parsing."""
+    input:
+        cell_files(pathsmod.CELL_RAW_PATTERN),

@@ -1,0 +1,13 @@
+"""Rule build_redis_<system>: thin wrapper over slimio_repro.build.build_redis."""
+import json
+from pathlib import Path
+
+from slimio_repro import build
+from slimio_repro.smk import logged
+
+out_dir = Path(snakemake.output.server).parent.parent
+with logged(snakemake.log[0]):
+    record = build.build_redis("baseline", snakemake.wildcards.version, Path(snakemake.input[0]),
+                               out_dir, snakemake.params.jobs or snakemake.threads,
+                               Path(snakemake.log[0] + ".make"))
+    print(json.dumps(record, indent=2))
