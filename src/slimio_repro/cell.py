@@ -51,6 +51,8 @@ def _dir_bytes(directory: Path) -> int:
 
 
 def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
+    # Absolute paths: redis-server changes into its data directory before opening its log.
+    out_dir, bin_dir = out_dir.resolve(), bin_dir.resolve()
     if cell.testbed != "bare":
         raise CellError(f"testbed {cell.testbed!r} is not supported yet; use 'bare'")
     if out_dir.exists():

@@ -19,15 +19,10 @@ SHADE = {"wal_snapshot": ("tab:orange", "WAL-Snapshot"),
          "on_demand_snapshot": ("tab:purple", "On-Demand-Snapshot")}
 
 
-def _one_second_bins(series: pd.DataFrame) -> pd.DataFrame:
-    """Mean client RPS per whole second (the tool prints every 250 ms)."""
-    s = series.dropna(subset=["client_rps"])
-    return s.groupby(s.t_s.floordiv(1.0)).client_rps.mean().reset_index()
-
-
 def draw_cell(ax, record: dict, series: pd.DataFrame) -> None:
-    binned = _one_second_bins(series)
-    ax.plot(binned.t_s, binned.client_rps, color="tab:blue", label="RPS (client, 1 s)")
+    s = series.dropna(subset=["client_rps"])
+    ax.plot(s.t_s, s.client_rps, color="tab:blue", drawstyle="steps-pre",
+            label="RPS (client, per 250 ms interval)")
     seen = set()
     for snap in record["snapshots"]:
         color, label = SHADE[snap["kind"]]
@@ -44,7 +39,7 @@ def cell_figure(record_path: Path, series_path: Path, outputs: list[Path]) -> No
     record = json.loads(Path(record_path).read_text())
     series = pd.read_csv(series_path)
     with plt.style.context(STYLE):
-        fig, ax = plt.subplots()
+        fig, ax = plt.subplots(layout="constrained")
         draw_cell(ax, record, series)
         ax.set_title(f"{record['cell_id']}: {SYSTEM_LABEL.get(record['system'])}, "
                      f"{POLICY_LABEL[record['policy']]}", fontsize=9)
@@ -58,7 +53,7 @@ def comparison_figure(pairs: list[tuple[Path, Path]], outputs: list[Path], title
     """One panel per cell (e.g. Figure 5: baseline vs SlimIO, Periodical-Log), shared axes."""
     with plt.style.context(STYLE):
         fig, axes = plt.subplots(len(pairs), 1, sharex=True, sharey=True, squeeze=False,
-                                 figsize=(7.0, 2.4 * len(pairs)))
+                                 figsize=(7.0, 0.4 + 2.4 * len(pairs)), layout="constrained")
         for ax, (record_path, series_path) in zip(axes[:, 0], pairs):
             record = json.loads(Path(record_path).read_text())
             draw_cell(ax, record, pd.read_csv(series_path))

@@ -1,0 +1,105 @@
+"""End-to-end: the real pipeline on this machine at tiny scale (real Redis, real
+redis-benchmark, real ext4 on a loop device). Needs root."""
+
+import json
+import os
+import random
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import redis
+
+from conftest import require_root, snakemake
+from slimio_repro import benchmark, cell, cells, config as configmod, paths
+from slimio_repro.server import RedisServer, free_port, render_conf
+
+pytestmark = pytest.mark.e2e
+
+TINY = ["matrix={repetitions: 1}",
+        "workloads={redis-benchmark: {requests: 60000, keyspace: 12000}}"]
+
+
+def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
+    port = free_port()
+    render_conf(tmp_path / "redis.conf", port=port, data_dir=tmp_path,
+                log_file=tmp_path / "redis.log", appendfsync="everysec",
+                auto_aof_rewrite_percentage=100, auto_aof_rewrite_min_size=64 << 20)
+    server = RedisServer(redis_bin, tmp_path / "redis.conf", port, tmp_path / "redis.log")
+    server.start(60)
+    try:
+        cmd = benchmark.command(redis_bin, port, {
+            "clients": 10, "requests": 3000, "keyspace": 500, "value_size_bytes": 100,
+            "key_size_bytes": 8, "pipeline": 4, "threads": 0})
+        benchmark.run(cmd, tmp_path / "b.tsv", tmp_path / "b.err", 120)
+        out = benchmark.parse((tmp_path / "b.tsv").read_text())
+        assert out["requests_completed"] == 3000 and out["p999_ms"] > 0
+        keys = list(server.client().scan_iter(count=1000))
+        assert 0 < len(keys) <= 500
+        assert all(len(k) == 8 and k.isdigit() and int(k) < 500 for k in keys)
+        assert len(server.client().get(keys[0])) == 100
+        too_big = subprocess.run(
+            [str(redis_bin / "redis-benchmark"), "-p", str(port), "-t", "set", "-n", "1",
+             "-r", "1000000000", "--key-width", "8"], capture_output=True, text=True)
+        assert too_big.returncode == 1 and "does not fit in --key-width 8" in too_big.stderr
+    finally:
+        server.shutdown()
+
+
+def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
+    require_root()
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"], {
+        "results_dir": str(tmp_path),
+        "workloads": {"redis-benchmark": {"requests": 2000, "keyspace": 500,
+                                          "timeout_s": 0.001}}})
+    c = cells.Cell("bare", "baseline", "redis-benchmark", "periodical", 1)
+    out = paths.Paths.from_config(cfg).cell_raw(c)
+    with pytest.raises(benchmark.BenchmarkError, match="timeout_s"):
+        cell.run(c, cfg, out, redis_bin)
+    assert not out.exists()
+    partial = out.with_name(out.name + ".partial")
+    assert not (partial / "fs.img").exists()
+    assert str(partial) not in Path("/proc/mounts").read_text()
+    cfg["workloads"]["redis-benchmark"]["timeout_s"] = 600
+    cell.run(c, cfg, out, redis_bin)
+    assert (out / paths.RAW_COMPLETE).exists() and not partial.exists()
+    with pytest.raises(cell.CellError, match="refusing to overwrite"):
+        cell.run(c, cfg, out, redis_bin)
+
+
+def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
+    require_root()
+    results = tmp_path / "results"
+    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}", *TINY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
+    assert set(table.policy) == {"periodical", "always"}
+    for _, row in table.iterrows():
+        assert row.n == 1
+        assert row.rps_avg_mean > 0 and row.rps_wal_only_mean > 0
+        assert row.set_p999_ms_mean > 0
+        assert row.snapshot_time_s_mean > 0 and row.wal_snapshot_count_mean >= 1
+        assert row.mem_wal_only_peak_gb_mean > 0
+    md = (results / "tables" / "table3_redis_benchmark.md").read_text()
+    assert "| Periodical-Log | Baseline | bare | 1 |" in md
+
+    for record_file in sorted((results / "cells").glob("*.json")):
+        record = json.loads(record_file.read_text())
+        assert record["recovery_verified"] is True, record_file
+        assert record["recovery_time_s"] > 0 and record["recovery_mb_s"] > 0
+        assert record["on_demand_snapshot_count"] == 1
+        raw = results / "raw" / record["cell_id"]
+        prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+        assert prov["redis_build"]["source_sha256"].startswith("4b1dc4ee")
+        assert prov["redis_build"]["benchmark_patch_series_sha256"]
+        assert prov["storage"]["filesystem"] == "ext4" and prov["git"]["commit"]
+        assert not list(raw.glob("*.img")), "the file-system image must not be kept"
+    for ext in ("png", "pdf"):
+        assert (results / "figures" / f"fig5_runtime_rps.{ext}").stat().st_size > 1000
+        assert len(list((results / "figures" / "runtime_rps").glob(f"*.{ext}"))) == 2
+
+    again = snakemake("-n", "--cores", "all", "reproduce", "--config",
+                      f"results_dir={results}", *TINY)
+    assert "Nothing to be done" in again.stdout + again.stderr

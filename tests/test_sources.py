@@ -1,0 +1,54 @@
+"""Pinned sources: a tarball whose sha256 differs is refused and never lands in the cache."""
+
+import pytest
+
+from slimio_repro import build, sources
+
+
+@pytest.fixture
+def only_local_sources(monkeypatch):
+    pins = sources.load_pins()
+    monkeypatch.setattr(sources, "load_pins", lambda: {
+        v: dict(p, sources=[]) for v, p in pins.items()})
+    return pins
+
+
+def test_sha256_mismatch_is_refused(tmp_path, only_local_sources):
+    fake = tmp_path / "mirror"
+    fake.mkdir()
+    (fake / "redis-7.0.15.tar.gz").write_bytes(b"not redis")
+    dest = tmp_path / "cache" / "redis-7.0.15.tar.gz"
+    with pytest.raises(sources.SourceError, match="does not match the pinned 4b1dc4ee"):
+        sources.fetch("7.0.15", dest, [str(fake)])
+    assert not dest.exists()
+    assert list(dest.parent.iterdir()) == []
+
+
+def test_verified_local_tarball_is_used(tmp_path, only_local_sources, monkeypatch):
+    fake = tmp_path / "mirror"
+    fake.mkdir()
+    (fake / "redis-7.0.15.tar.gz").write_bytes(b"pretend")
+    monkeypatch.setitem(only_local_sources["7.0.15"], "sha256",
+                        sources.sha256_of(fake / "redis-7.0.15.tar.gz"))
+    dest = tmp_path / "cache" / "redis-7.0.15.tar.gz"
+    got = sources.fetch("7.0.15", dest, [str(fake)])
+    assert got["origin"].endswith("redis-7.0.15.tar.gz") and dest.read_bytes() == b"pretend"
+    assert sources.fetch("7.0.15", dest)["origin"] == "cache"
+
+
+def test_unpinned_version_is_named():
+    with pytest.raises(sources.SourceError, match=r"'6\.2\.0' is not pinned"):
+        sources.fetch("6.2.0", __import__("pathlib").Path("/nonexistent/x.tar.gz"))
+
+
+def test_every_pin_has_a_patch_series():
+    for version, pin in sources.load_pins().items():
+        assert len(pin["sha256"]) == 64, version
+        assert build.patch_series(pin["benchmark_patch_series"]), version
+
+
+def test_offline_pins_name_debian_suites_not_hosts():
+    for pin in sources.load_pins().values():
+        for s in pin["sources"]:
+            if s["kind"] == "apt-source":
+                assert set(s) == {"kind", "package", "upstream_version", "suite"}

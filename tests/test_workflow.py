@@ -1,0 +1,40 @@
+"""The Snakemake workflow: lint, dry runs of every profile, and config errors at start-up."""
+
+import re
+
+import pytest
+
+from conftest import snakemake
+from slimio_repro import cells, config as configmod, paths
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_dry_run_of_every_profile(profile, tmp_path):
+    proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                     "--configfile", f"config/profiles/{profile}.yaml",
+                     "--config", f"results_dir={tmp_path}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
+                          paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
+    m = re.search(r"^run_cell\s+(\d+)$", proc.stdout, re.M)
+    assert m and int(m.group(1)) == len(cells.expand(cfg))
+    assert re.search(r"^aggregate_tables\s+1$", proc.stdout, re.M)
+
+
+def test_config_override_merges_instead_of_replacing(tmp_path):
+    proc = snakemake("-n", "--nolock", "--cores", "2", "run_matrix",
+                     "--config", f"results_dir={tmp_path}", "matrix={repetitions: 1}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert re.search(r"^run_cell\s+2$", proc.stdout, re.M)  # both policies kept
+
+
+def test_bad_config_stops_the_workflow_naming_the_key(tmp_path):
+    proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                     "--config", f"results_dir={tmp_path}", "matrix={policies: [sometimes]}")
+    assert proc.returncode != 0
+    assert "matrix.policies[0]: 'sometimes' is not one of" in proc.stdout + proc.stderr
+
+
+def test_lint_is_clean():
+    proc = snakemake("--lint")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
