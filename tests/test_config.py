@@ -87,3 +87,18 @@ def test_matrix_expands_to_one_cell_per_repetition(default_config):
 def test_bad_cell_id_is_rejected():
     with pytest.raises(ValueError, match="is not a cell id"):
         cells.Cell.from_id("bare-baseline-fio-periodical-r1")
+
+
+def test_command_line_strings_are_coerced_to_the_schema_types():
+    cfg = load({"matrix": {"repetitions": "3"},
+                "server": {"sampler_interval_s": "0.25", "on_demand_snapshot": "false",
+                           "auto_aof_rewrite_min_size_mb": "null"}})
+    assert cfg["matrix"]["repetitions"] == 3
+    assert cfg["server"]["sampler_interval_s"] == 0.25
+    assert cfg["server"]["on_demand_snapshot"] is False
+    assert cfg["server"]["auto_aof_rewrite_min_size_mb"] is None
+
+
+def test_uncoercible_string_is_still_an_error():
+    with pytest.raises(configmod.ConfigError, match=r"matrix\.repetitions: 'many'"):
+        load({"matrix": {"repetitions": "many"}})

@@ -17,8 +17,9 @@ from slimio_repro.server import RedisServer, free_port, render_conf
 
 pytestmark = pytest.mark.e2e
 
-TINY = ["matrix={repetitions: 1}",
-        "workloads={redis-benchmark: {requests: 60000, keyspace: 12000}}"]
+# Long enough (~5-10 s per cell here) for the sampler to see both phases.
+TINY = ["matrix={repetitions: 1}", "server={sampler_interval_s: 0.25}",
+        "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}}"]
 
 
 def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):

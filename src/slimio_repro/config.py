@@ -61,6 +61,45 @@ def fill_defaults(instance: Any, schema: dict) -> None:
             fill_defaults(instance[key], sub)
 
 
+def _coerce_scalar(value: str, types: list[str]):
+    text = value.strip()
+    if "null" in types and text in ("null", "~", ""):
+        return None
+    if "boolean" in types and text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    if "integer" in types:
+        try:
+            return int(text)
+        except ValueError:
+            pass
+    if "number" in types:
+        try:
+            return float(text)
+        except ValueError:
+            pass
+    return value
+
+
+def coerce_strings(instance: Any, schema: dict) -> Any:
+    """Convert strings to the schema's scalar type where it asks for one.
+
+    Snakemake parses nested ``--config`` values with YAML's BaseLoader, so
+    ``--config 'matrix={repetitions: 3}'`` arrives as the string ``"3"``.
+    """
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else types
+    if isinstance(instance, dict):
+        for key, sub in schema.get("properties", {}).items():
+            if key in instance:
+                instance[key] = coerce_strings(instance[key], sub)
+        return instance
+    if isinstance(instance, list):
+        return [coerce_strings(v, schema.get("items", {})) for v in instance]
+    if isinstance(instance, str) and "string" not in types:
+        return _coerce_scalar(instance, types)
+    return instance
+
+
 def _key_path(error: jsonschema.ValidationError) -> str:
     out = ""
     for part in error.absolute_path:
@@ -85,6 +124,7 @@ def _describe(error: jsonschema.ValidationError) -> str:
 def validate(config: dict, schema: dict | None = None) -> dict:
     """Fill defaults into ``config`` and validate it; raise :class:`ConfigError` naming the key."""
     schema = schema or load_schema()
+    coerce_strings(config, schema)
     fill_defaults(config, schema)
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.absolute_path)))

@@ -23,10 +23,10 @@ REFERENCE_DIR = REPO_ROOT / "results" / "reference"
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"
 REDIS_BUILD_PATTERN = "redis-{system}/{version}"
 CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
-CELL_RAW_PATTERN = "raw/" + CELL_ID_PATTERN
-CELL_RECORD_PATTERN = "cells/" + CELL_ID_PATTERN + ".json"
-CELL_TIMESERIES_PATTERN = "cells/" + CELL_ID_PATTERN + ".timeseries.csv"
-CELL_FIGURE_PATTERN = "figures/runtime_rps/" + CELL_ID_PATTERN + ".{ext}"
+CELL_RAW_PATTERN = f"raw/{CELL_ID_PATTERN}"
+CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
+CELL_TIMESERIES_PATTERN = f"cells/{CELL_ID_PATTERN}.timeseries.csv"
+CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
 
 # Files inside one cell's raw directory.
 RAW_PROVENANCE = "provenance.json"

@@ -28,7 +28,7 @@ rule aggregate_tables:
     log:
         results("logs/aggregate_tables.log"),
     params:
-        out_dir=results("tables"),
+        out_dir=lambda wildcards, output: str(Path(output[0]).parent),
     script:
         "../scripts/aggregate_tables.py"
 
@@ -42,7 +42,7 @@ rule plot_cell_runtime_rps:
         png=results(pathsmod.CELL_FIGURE_PATTERN.replace("{ext}", "png")),
         pdf=results(pathsmod.CELL_FIGURE_PATTERN.replace("{ext}", "pdf")),
     log:
-        results("logs/plot_cell_runtime_rps/" + pathsmod.CELL_ID_PATTERN + ".log"),
+        results(f"logs/plot_cell_runtime_rps/{pathsmod.CELL_ID_PATTERN}.log"),
     script:
         "../scripts/plot_cell_runtime_rps.py"
 

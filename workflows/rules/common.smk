@@ -42,5 +42,5 @@ def cell_files(pattern, **extra):
 
 
 def redis_bin(wildcards):
-    return build(pathsmod.REDIS_BUILD_PATTERN).format(
-        system=wildcards.system, version=REDIS_VERSION) + "/bin/redis-server"
+    build_dir = pathsmod.REDIS_BUILD_PATTERN.format(system=wildcards.system, version=REDIS_VERSION)
+    return build(f"{build_dir}/bin/redis-server")

@@ -8,6 +8,6 @@ rule parse_cell:
         record=results(pathsmod.CELL_RECORD_PATTERN),
         timeseries=results(pathsmod.CELL_TIMESERIES_PATTERN),
     log:
-        results("logs/parse_cell/" + pathsmod.CELL_ID_PATTERN + ".log"),
+        results(f"logs/parse_cell/{pathsmod.CELL_ID_PATTERN}.log"),
     script:
         "../scripts/parse_cell.py"

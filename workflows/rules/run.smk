@@ -8,7 +8,7 @@ rule run_cell:
     output:
         raw=directory(results(pathsmod.CELL_RAW_PATTERN)),
     log:
-        results("logs/run_cell/" + pathsmod.CELL_ID_PATTERN + ".log"),
+        results(f"logs/run_cell/{pathsmod.CELL_ID_PATTERN}.log"),
     # A cell takes the whole machine: cells never run side by side and disturb each other.
     threads: workflow.cores
     script:
