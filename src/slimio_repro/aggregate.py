@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
+from . import paths
 from .cells import POLICY_LABEL
 
 GROUP = ["testbed", "system", "workload", "policy"]
@@ -87,6 +89,22 @@ def markdown(summary: pd.DataFrame, columns, title: str, notes: list[str]) -> st
     return "\n".join(lines) + "\n"
 
 
+def paper_markdown(name: str, columns) -> str:
+    """The paper's own rows of table ``name`` in the same columns, for comparison."""
+    with open(paths.REFERENCE_DIR / "paper_tables.yaml") as fh:
+        rows = yaml.safe_load(fh).get(name, [])
+    if not rows:
+        return ""
+    headers = ["Policy", "System"] + [h for _, h, _ in columns]
+    lines = ["", "## The paper's numbers (FEMU FDP SSD, 28 M SETs x 5; for comparison only)", "",
+             "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for row in rows:
+        cells = [POLICY_LABEL.get(row.get("policy"), "-"), SYSTEM_LABEL[row["system"]]]
+        cells += ["n/a" if row.get(m) is None else f"{row[m]:,.{d}f}" for m, _, d in columns]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: str,
                 notes: list[str], out_dir: Path) -> pd.DataFrame:
     sel = cells[cells.workload == workload]
@@ -95,7 +113,8 @@ def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: s
     summary = summarize(sel, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
     summary.to_csv(out_dir / f"{name}.csv", index=False)
-    (out_dir / f"{name}.md").write_text(markdown(summary, columns, title, notes))
+    (out_dir / f"{name}.md").write_text(markdown(summary, columns, title, notes)
+                                        + paper_markdown(name, columns))
     return summary
 
 
