@@ -96,6 +96,7 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
         assert prov["redis_build"]["source_sha256"].startswith("4b1dc4ee")
         assert prov["redis_build"]["benchmark_patch_series_sha256"]
         assert prov["storage"]["filesystem"] == "ext4" and prov["git"]["commit"]
+        assert prov["storage"]["loop_direct_io_effective"] is True
         assert not list(raw.glob("*.img")), "the file-system image must not be kept"
     for ext in ("png", "pdf"):
         assert (results / "figures" / f"fig5_runtime_rps.{ext}").stat().st_size > 1000

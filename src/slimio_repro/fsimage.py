@@ -94,6 +94,9 @@ class FsImage:
                "loop_direct_io": self.direct_io, "backing_file": str(self.image)}
         if self.loop_dev:
             out["loop_device"] = self.loop_dev
+            # What the kernel actually does (it falls back to buffered I/O if it must).
+            dio = Path(f"/sys/block/{Path(self.loop_dev).name}/loop/dio")
+            out["loop_direct_io_effective"] = dio.read_text().strip() == "1"
             out["findmnt"] = json.loads(_run(["findmnt", "--json", str(self.mountpoint)]))
         backing = _run(["findmnt", "--json", "--target", str(self.image.parent)])
         out["backing_filesystem"] = json.loads(backing)["filesystems"][0]
