@@ -38,3 +38,13 @@ def test_table3_has_n_mean_and_spread(records, tmp_path):
     assert "## The paper's numbers" in md and "| Periodical-Log | SlimIO | 75,675.7 |" in md
     t5 = (out / "table5_recovery.md").read_text()
     assert t5.count("| Baseline |") == 3  # two of ours (one per policy) and the paper's
+
+
+def test_latex_table_is_a_booktabs_tabular(records, tmp_path):
+    aggregate.write_all(records, tmp_path)
+    tex = (tmp_path / "table3_redis_benchmark.tex").read_text()
+    assert tex.count(r"\begin{tabular}") == 1 and r"\bottomrule" in tex
+    body = [l for l in tex.splitlines() if l.startswith(("Periodical-Log", "Always-Log"))]
+    assert len(body) == 2
+    assert all(l.count(" & ") == 11 and l.endswith(r"\\") for l in body)
+    assert r"$\pm$" in tex and "SET p999 (ms)" in tex

@@ -2,14 +2,11 @@
 redis-benchmark, real ext4 on a loop device). Needs root."""
 
 import json
-import os
-import random
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
-import redis
 
 from conftest import require_root, snakemake
 from slimio_repro import benchmark, cell, cells, config as configmod, paths

@@ -132,8 +132,8 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             device["data_dir_bytes"] = _dir_bytes(data_dir)
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
-            if sampler is not None and sampler.is_alive():
-                sampler._stop_event.set()
+            if sampler is not None:
+                sampler.cancel()
             for s in servers:
                 s.kill()
             raise

@@ -57,26 +57,11 @@ class Paths:
     def from_config(cls, config: dict) -> "Paths":
         return cls(_absolute(config["results_dir"]), _absolute(config["build_dir"]))
 
-    def source_tarball(self, version: str) -> Path:
-        return self.build_dir / SOURCE_TARBALL_PATTERN.format(version=version)
-
     def redis_build(self, system: str, version: str) -> Path:
         return self.build_dir / REDIS_BUILD_PATTERN.format(system=system, version=version)
 
     def cell_raw(self, cell) -> Path:
         return self.results_dir / CELL_RAW_PATTERN.format(**cell.wildcards())
-
-    def cell_record(self, cell) -> Path:
-        return self.results_dir / CELL_RECORD_PATTERN.format(**cell.wildcards())
-
-    def cell_timeseries(self, cell) -> Path:
-        return self.results_dir / CELL_TIMESERIES_PATTERN.format(**cell.wildcards())
-
-    def table(self, name: str, ext: str) -> Path:
-        return self.results_dir / "tables" / f"{name}.{ext}"
-
-    def figure(self, name: str, ext: str) -> Path:
-        return self.results_dir / "figures" / f"{name}.{ext}"
 
 
 def _absolute(path: str | Path) -> Path:

@@ -53,7 +53,12 @@ class Sampler(threading.Thread):
         self.samples = 0
         self.error: BaseException | None = None
 
+    def cancel(self) -> None:
+        """Ask the thread to stop without waiting (the cell is failing anyway)."""
+        self._stop_event.set()
+
     def stop(self) -> None:
+        """Stop after one last sample; raise whatever error the thread hit."""
         self._stop_event.set()
         self.join()
         if self.error:

@@ -29,23 +29,6 @@ def render_conf(dest: Path, **values) -> str:
     return text
 
 
-def parse_info(text: str) -> dict:
-    """Parse INFO output into a flat dict (numbers converted), like redis-py does."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#") or ":" not in line:
-            continue
-        key, value = line.split(":", 1)
-        try:
-            out[key] = int(value)
-        except ValueError:
-            try:
-                out[key] = float(value)
-            except ValueError:
-                out[key] = value
-    return out
-
-
 class RedisServer:
     """A redis-server process with a given configuration file."""
 

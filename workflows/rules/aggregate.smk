@@ -3,7 +3,7 @@
 TABLE_OUTPUTS = [
     results(f"tables/{name}.{ext}")
     for name in ("table3_redis_benchmark", "table5_recovery")
-    for ext in ("csv", "md")
+    for ext in ("csv", "md", "tex")
 ] + [results("tables/cells.csv")]
 
 FIG5_CELLS = [
