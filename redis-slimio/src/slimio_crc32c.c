@@ -1,0 +1,37 @@
+/* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven, slicing by 8. */
+#include "slimio_crc32c.h"
+
+#include <pthread.h>
+
+static uint32_t crc32cTable[8][256];
+static pthread_once_t crc32cOnce = PTHREAD_ONCE_INIT;
+
+static void crc32cInit(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int k = 0; k < 8; k++) c = (c & 1) ? (c >> 1) ^ 0x82F63B78U : c >> 1;
+        crc32cTable[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc32cTable[t][i] = (crc32cTable[t-1][i] >> 8) ^
+                                crc32cTable[0][crc32cTable[t-1][i] & 0xff];
+}
+
+uint32_t slimioCrc32c(uint32_t crc, const void *buf, size_t len) {
+    const unsigned char *p = buf;
+    pthread_once(&crc32cOnce, crc32cInit);
+    crc = ~crc;
+    while (len >= 8) {
+        uint32_t lo = crc ^ ((uint32_t)p[0] | (uint32_t)p[1] << 8 |
+                             (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24);
+        crc = crc32cTable[7][lo & 0xff] ^ crc32cTable[6][(lo >> 8) & 0xff] ^
+              crc32cTable[5][(lo >> 16) & 0xff] ^ crc32cTable[4][lo >> 24] ^
+              crc32cTable[3][p[4]] ^ crc32cTable[2][p[5]] ^
+              crc32cTable[1][p[6]] ^ crc32cTable[0][p[7]];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) crc = (crc >> 8) ^ crc32cTable[0][(crc ^ *p++) & 0xff];
+    return ~crc;
+}

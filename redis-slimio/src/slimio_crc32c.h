@@ -1,0 +1,12 @@
+/* CRC32C (Castagnoli), as used by SlimIO's metadata records and WAL blocks. */
+#ifndef SLIMIO_CRC32C_H
+#define SLIMIO_CRC32C_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Extend crc (start with 0) over len bytes of buf. slimioCrc32c(0, "123456789", 9)
+ * is 0xE3069283, the standard check value. */
+uint32_t slimioCrc32c(uint32_t crc, const void *buf, size_t len);
+
+#endif

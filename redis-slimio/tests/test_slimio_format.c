@@ -1,0 +1,422 @@
+/* Unit tests of SlimIO's on-device format: CRC32C, layout, metadata records (alternation,
+ * torn and failed writes, failpoints including a real crash in a child process) and the
+ * WAL framing and recovery scan (torn tails, stale and corrupt blocks, wrap-around).
+ *
+ * The device is a RAM disk in shared memory, so a forked child's writes are visible to the
+ * parent after the child is killed. Prints "N passed, N failed" and exits non-zero on any
+ * failure. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "slimio_crc32c.h"
+#include "slimio_failpoint.h"
+#include "slimio_format.h"
+
+static int passed, failed;
+static const char *current;
+
+#define CHECK(cond) do { \
+    if (!(cond)) { \
+        fprintf(stderr, "FAIL %s: %s:%d: %s\n", current, __FILE__, __LINE__, #cond); \
+        failed++; return; \
+    } } while (0)
+#define RUN(fn) do { int before = failed; current = #fn; fn(); \
+    if (failed == before) { passed++; printf("ok %s\n", #fn); } } while (0)
+
+/* --- a RAM disk ------------------------------------------------------------------------ */
+
+typedef struct ramdisk {
+    unsigned char *data;
+    uint32_t lba_size;
+    uint64_t lbas;
+    int writes, flushes;
+    int fail_write_at;        /* fail the n-th write (1-based) with EIO; 0 = never */
+    int torn_write_at;        /* the n-th write only lands its first 100 bytes */
+} ramdisk;
+
+static int ramRead(void *ctx, uint64_t lba, uint32_t nlb, void *buf) {
+    ramdisk *d = ctx;
+    if (lba + nlb > d->lbas) return -EINVAL;
+    memcpy(buf, d->data + lba * d->lba_size, (size_t)nlb * d->lba_size);
+    return 0;
+}
+
+static int ramWrite(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slimioDataKind k) {
+    ramdisk *d = ctx;
+    (void)k;
+    if (lba + nlb > d->lbas) return -EINVAL;
+    d->writes++;
+    if (d->writes == d->fail_write_at) return -EIO;
+    size_t len = (size_t)nlb * d->lba_size;
+    if (d->writes == d->torn_write_at) len = 100;
+    memcpy(d->data + lba * d->lba_size, buf, len);
+    return 0;
+}
+
+static int ramFlush(void *ctx) { ((ramdisk *)ctx)->flushes++; return 0; }
+
+static ramdisk disk;
+static slimioBlockIo io;
+
+static void diskInit(uint32_t lba_size, uint64_t lbas) {
+    if (disk.data) munmap(disk.data, disk.lbas * disk.lba_size);
+    memset(&disk, 0, sizeof(disk));
+    disk.lba_size = lba_size;
+    disk.lbas = lbas;
+    disk.data = mmap(NULL, lbas * lba_size, PROT_READ | PROT_WRITE,
+                     MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    io = (slimioBlockIo){&disk, lba_size, lbas, ramRead, ramWrite, ramFlush};
+}
+
+/* A formatted device: layout planned, record 1 committed (seq 1 at LBA 1). */
+static slimioMeta formatted(uint32_t lba_size, uint64_t lbas, uint64_t wal, uint64_t slot) {
+    slimioMeta m;
+    char err[256];
+    diskInit(lba_size, lbas);
+    if (slimioLayoutPlan(lbas, lba_size, wal, slot, &m, err, sizeof(err)) != SLIMIO_OK) {
+        fprintf(stderr, "layout: %s\n", err);
+        abort();
+    }
+    m.format_id = 0x5eed5eed12345678ULL;
+    if (slimioMetaCommit(&io, &m) != 0) abort();
+    return m;
+}
+
+/* --- CRC ------------------------------------------------------------------------------- */
+
+static void test_crc32c_check_value(void) {
+    CHECK(slimioCrc32c(0, "123456789", 9) == 0xE3069283U);
+    CHECK(slimioCrc32c(0, "", 0) == 0);
+    char buf[1000];
+    for (int i = 0; i < 1000; i++) buf[i] = (char)(i * 7);
+    uint32_t whole = slimioCrc32c(0, buf, sizeof(buf));
+    CHECK(slimioCrc32c(slimioCrc32c(0, buf, 333), buf + 333, 667) == whole);
+}
+
+/* --- layout ---------------------------------------------------------------------------- */
+
+static void test_layout_regions_are_aligned_and_disjoint(void) {
+    slimioMeta m;
+    char err[256];
+    CHECK(slimioLayoutPlan(1 << 20, 4096, 64 << 20, 256 << 20, &m, err, sizeof(err)) == 0);
+    uint64_t align = SLIMIO_ALIGN_BYTES / 4096;
+    CHECK(m.wal_start == align && m.wal_lbas % align == 0);
+    CHECK(m.wal_lbas * slimioWalPayload(4096) >= (64u << 20));
+    CHECK(m.slot_start == m.wal_start + m.wal_lbas && m.slot_lbas * 4096 >= (256u << 20));
+    CHECK(slimioSlotLba(&m, 2) + m.slot_lbas <= m.device_lbas);
+    CHECK(m.slots[0].role == SLIMIO_ROLE_WAL_SNAPSHOT && m.slots[1].role == SLIMIO_ROLE_RESERVE
+          && m.slots[2].role == SLIMIO_ROLE_ON_DEMAND);
+    CHECK(m.placement[SLIMIO_KIND_WAL] == SLIMIO_NO_PLACEMENT);
+}
+
+static void test_layout_refuses_a_small_device_naming_both_sizes(void) {
+    slimioMeta m;
+    char err[256] = "";
+    CHECK(slimioLayoutPlan(1000, 4096, 64 << 20, 256 << 20, &m, err, sizeof(err))
+          == SLIMIO_ERR_TOOSMALL);
+    CHECK(strstr(err, "has 1000 LBAs") && strstr(err, "needs"));
+    CHECK(slimioLayoutPlan(1 << 20, 1000, 1, 1, &m, err, sizeof(err)) == SLIMIO_ERR_FIELDS);
+    CHECK(strstr(err, "LBA size 1000"));
+}
+
+/* --- metadata -------------------------------------------------------------------------- */
+
+static void test_meta_roundtrip(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), d;
+    m.slots[1].valid = 1;
+    m.slots[1].length = 12345;
+    m.slots[1].crc = 0xabcdef01;
+    m.gens[0] = (slimioWalGen){7, m.wal_start + 5, 1000};
+    m.placement[SLIMIO_KIND_WAL] = 1;
+    unsigned char rec[SLIMIO_META_RECORD_SIZE];
+    slimioMetaEncode(&m, rec);
+    CHECK(slimioMetaDecode(rec, &d) == SLIMIO_OK);
+    CHECK(memcmp(&m.slots, &d.slots, sizeof(m.slots)) == 0);
+    CHECK(memcmp(&m.gens, &d.gens, sizeof(m.gens)) == 0);
+    CHECK(d.format_id == m.format_id && d.placement[SLIMIO_KIND_WAL] == 1);
+    CHECK(d.placement[SLIMIO_KIND_ON_DEMAND] == SLIMIO_NO_PLACEMENT);
+}
+
+static void test_meta_decode_rejects_damage(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), d;
+    unsigned char rec[SLIMIO_META_RECORD_SIZE];
+    slimioMetaEncode(&m, rec);
+    rec[100] ^= 1;
+    CHECK(slimioMetaDecode(rec, &d) == SLIMIO_ERR_CRC);
+    slimioMetaEncode(&m, rec);
+    rec[0] = 'X';
+    CHECK(slimioMetaDecode(rec, &d) == SLIMIO_ERR_MAGIC);
+    m.slots[2].role = SLIMIO_ROLE_RESERVE;  /* two Reserve slots */
+    slimioMetaEncode(&m, rec);
+    CHECK(slimioMetaDecode(rec, &d) == SLIMIO_ERR_FIELDS);
+}
+
+static void test_meta_records_alternate_and_newest_wins(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), got;
+    CHECK(m.seq == 1 && disk.flushes == 1);
+    m.slots[0].valid = 1;
+    CHECK(slimioMetaCommit(&io, &m) == 0 && m.seq == 2);   /* LBA 0 */
+    m.slots[0].length = 99;
+    CHECK(slimioMetaCommit(&io, &m) == 0 && m.seq == 3);   /* LBA 1 again */
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.seq == 3 && got.slots[0].length == 99);
+    /* Lose the newest record: the previous state (seq 2) comes back. */
+    memset(disk.data + 1 * 4096, 0, 4096);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.seq == 2 && got.slots[0].length == 0);
+}
+
+static void test_meta_torn_or_failed_write_keeps_previous_state(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), got;
+    m.slots[1].length = 1;
+    CHECK(slimioMetaCommit(&io, &m) == 0);                 /* seq 2 */
+    slimioMeta before = m;
+    m.slots[1].length = 2;
+    disk.torn_write_at = disk.writes + 1;
+    CHECK(slimioMetaCommit(&io, &m) == 0);                 /* seq 3 lands half */
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.seq == 2 && got.slots[1].length == 1);
+    disk.torn_write_at = 0;
+    m = before;
+    m.slots[1].length = 3;
+    disk.fail_write_at = disk.writes + 1;
+    CHECK(slimioMetaCommit(&io, &m) == -EIO && m.seq == before.seq);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.seq == 2);
+}
+
+static void test_meta_blank_and_foreign_devices(void) {
+    slimioMeta got;
+    diskInit(4096, 1 << 12);
+    CHECK(slimioMetaLoad(&io, &got) == SLIMIO_ERR_NOMETA);
+    memcpy(disk.data, "\x53\xef", 2);   /* anything that is not ours */
+    CHECK(slimioMetaLoad(&io, &got) == SLIMIO_ERR_NOMETA);
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    disk.data[1 * 4096 + 200] ^= 0xff;   /* our magic, damaged */
+    CHECK(slimioMetaLoad(&io, &got) == SLIMIO_ERR_CRC);
+    (void)m;
+}
+
+static void test_meta_lba_size_mismatch_is_refused(void) {
+    /* A record written for 4096-byte LBAs, found on a namespace now formatted with 512. */
+    formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    unsigned char rec[SLIMIO_META_RECORD_SIZE];
+    memcpy(rec, disk.data + 4096, sizeof(rec));
+    diskInit(512, 1 << 19);
+    memcpy(disk.data + 512, rec, sizeof(rec));
+    slimioMeta got;
+    CHECK(slimioMetaLoad(&io, &got) == SLIMIO_ERR_FIELDS);
+}
+
+/* --- failpoints ------------------------------------------------------------------------ */
+
+static void test_failpoint_spec_errors_name_the_entry(void) {
+    char err[256];
+    CHECK(slimioFailpointSet("meta.before-writ", err, sizeof(err)) == -1);
+    CHECK(strstr(err, "unknown failpoint 'meta.before-writ'"));
+    CHECK(slimioFailpointSet("meta.after-write=explode", err, sizeof(err)) == -1);
+    CHECK(strstr(err, "unknown action 'explode'"));
+    CHECK(slimioFailpointSet("meta.after-write@0", err, sizeof(err)) == -1);
+    CHECK(slimioFailpointSet("", err, sizeof(err)) == 0);
+}
+
+static void test_failpoint_error_action_and_hit_counting(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), got;
+    char err[256];
+    CHECK(slimioFailpointSet("meta.before-write=error@2", err, sizeof(err)) == 0);
+    CHECK(slimioMetaCommit(&io, &m) == 0 && m.seq == 2);          /* hit 1: passes */
+    int writes = disk.writes;
+    CHECK(slimioMetaCommit(&io, &m) == -EIO && m.seq == 2);       /* hit 2: fails */
+    CHECK(disk.writes == writes);                                   /* nothing written */
+    CHECK(slimioFailpointHits(SLIMIO_FP_META_BEFORE_WRITE) == 2);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.seq == 2);
+    CHECK(slimioFailpointSet("", err, sizeof(err)) == 0);
+}
+
+/* Kill a child with the crash action at each metadata step; the parent must load a valid
+ * record: the old one before the write, either one after it. */
+static void test_failpoint_crash_leaves_a_valid_record(void) {
+    static const char *specs[] = {"meta.before-write", "meta.after-write",
+                                  "meta.after-flush"};
+    for (int s = 0; s < 3; s++) {
+        slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20), got;
+        m.slots[0].length = 1;
+        CHECK(slimioMetaCommit(&io, &m) == 0);                      /* seq 2 */
+        fflush(NULL);
+        pid_t pid = fork();
+        if (pid == 0) {
+            char err[256];
+            int devnull = open("/dev/null", O_WRONLY);
+            dup2(devnull, 2);
+            if (slimioFailpointSet(specs[s], err, sizeof(err))) _exit(2);
+            m.slots[0].length = 2;
+            slimioMetaCommit(&io, &m);
+            _exit(0);                                                /* not reached */
+        }
+        int status;
+        CHECK(waitpid(pid, &status, 0) == pid);
+        CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+        CHECK(slimioMetaLoad(&io, &got) == 0);
+        if (s == 0) CHECK(got.seq == 2 && got.slots[0].length == 1);
+        else CHECK(got.seq == 3 && got.slots[0].length == 2);
+    }
+}
+
+/* --- WAL ------------------------------------------------------------------------------- */
+
+typedef struct collected { unsigned char *data; size_t len, cap; int fail_after; } collected;
+
+static int collect(void *ctx, const unsigned char *p, uint32_t len) {
+    collected *c = ctx;
+    if (c->fail_after && --c->fail_after == 0) return 42;
+    if (c->len + len > c->cap) return 99;
+    memcpy(c->data + c->len, p, len);
+    c->len += len;
+    return 0;
+}
+
+/* Append bytes [0, len) of a deterministic stream to generation g as the writer would:
+ * full blocks, then a partial tail. Returns the number of blocks. */
+static uint64_t walWrite(const slimioMeta *m, const slimioWalGen *g, size_t len) {
+    uint32_t cap = slimioWalPayload(m->lba_size);
+    unsigned char *block = malloc(m->lba_size);
+    uint64_t i = 0;
+    for (size_t off = 0; off < len; off += cap, i++) {
+        uint32_t used = (uint32_t)(len - off < cap ? len - off : cap);
+        for (uint32_t b = 0; b < used; b++) block[SLIMIO_WAL_HDR_SIZE + b] = (unsigned char)((off + b) * 31 + 7);
+        slimioWalBlockSeal(block, m->lba_size, g->gen, g->start_seq + i, m->format_id, used);
+        ramWrite(&disk, slimioWalLba(m, g->start_lba, i), 1, block, SLIMIO_KIND_WAL);
+    }
+    free(block);
+    return i;
+}
+
+static int streamMatches(const collected *c, size_t len) {
+    if (c->len != len) return 0;
+    for (size_t b = 0; b < len; b++)
+        if (c->data[b] != (unsigned char)(b * 31 + 7)) return 0;
+    return 1;
+}
+
+static void test_wal_scan_reads_back_every_byte(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    slimioWalGen g = {3, m.wal_start, 100};
+    size_t len = 10 * slimioWalPayload(4096) + 123;
+    CHECK(walWrite(&m, &g, len) == 11);
+    uint32_t batches[] = {1, 3, 64};
+    for (int b = 0; b < 3; b++) {
+        collected c = {malloc(len + 4096), 0, len + 4096, 0};
+        slimioWalEnd end;
+        CHECK(slimioWalScan(&io, &m, &g, 0, batches[b], collect, &c, &end) == 0);
+        CHECK(streamMatches(&c, len) && end.bytes == len && end.blocks == 11);
+        CHECK(end.tail_used == 123 && end.next_seq == 110 && end.next_lba == m.wal_start + 10);
+        CHECK(end.stop == SLIMIO_OK);
+        free(c.data);
+    }
+}
+
+static void test_wal_scan_stops_at_torn_tail(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    slimioWalGen g = {1, m.wal_start, 0};
+    uint32_t cap = slimioWalPayload(4096);
+    walWrite(&m, &g, 5 * cap);
+    disk.data[(m.wal_start + 4) * 4096 + 2000] ^= 0x40;     /* a torn last block */
+    slimioWalEnd end;
+    CHECK(slimioWalScan(&io, &m, &g, 0, 8, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 4 && end.bytes == 4 * (uint64_t)cap && end.stop == SLIMIO_ERR_CRC);
+    CHECK(end.next_lba == m.wal_start + 4 && end.next_seq == 4 && end.tail_used == 0);
+}
+
+static void test_wal_scan_stops_at_stale_blocks(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalGen old = {1, m.wal_start, 0}, cur = {2, m.wal_start, 0};
+    walWrite(&m, &old, 8 * cap);            /* an older generation fills blocks 0..7 */
+    walWrite(&m, &cur, 3 * cap);            /* the live one overwrote blocks 0..2 */
+    slimioWalEnd end;
+    CHECK(slimioWalScan(&io, &m, &cur, 0, 4, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 3 && end.stop == SLIMIO_ERR_GEN);
+    /* Same generation, older lap: the sequence number gives it away. */
+    slimioWalGen lap = {5, m.wal_start, 0};
+    walWrite(&m, &lap, 8 * cap);
+    slimioWalGen relap = {5, m.wal_start, 8};
+    walWrite(&m, &relap, 2 * cap);
+    CHECK(slimioWalScan(&io, &m, &relap, 0, 4, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 2 && end.stop == SLIMIO_ERR_SEQ);
+}
+
+static void test_wal_scan_rejects_corrupt_and_foreign_blocks(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalGen g = {1, m.wal_start, 0};
+    walWrite(&m, &g, 4 * cap);
+    slimioWalEnd end;
+    memset(disk.data + (m.wal_start + 1) * 4096, 0, 4096);          /* zeroed block */
+    CHECK(slimioWalScan(&io, &m, &g, 0, 4, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 1 && end.stop == SLIMIO_ERR_MAGIC);
+    walWrite(&m, &g, 4 * cap);
+    slimioMeta other = m;
+    other.format_id ^= 1;                                              /* a re-format */
+    CHECK(slimioWalScan(&io, &other, &g, 0, 4, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 0 && end.stop == SLIMIO_ERR_FORMAT_ID);
+    /* used beyond the payload capacity is refused before any CRC is computed over it */
+    unsigned char *b = disk.data + (m.wal_start + 2) * 4096;
+    b[4] = 0xff; b[5] = 0xff;
+    CHECK(slimioWalScan(&io, &m, &g, 0, 4, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 2 && end.stop == SLIMIO_ERR_USED);
+}
+
+static void test_wal_scan_wraps_around_the_region(void) {
+    slimioMeta m = formatted(512, 1 << 16, 1 << 20, 1 << 20);
+    uint32_t cap = slimioWalPayload(512);
+    slimioWalGen g = {9, m.wal_start + m.wal_lbas - 3, 77};
+    size_t len = 7 * (size_t)cap + 5;
+    walWrite(&m, &g, len);
+    collected c = {malloc(len), 0, len, 0};
+    slimioWalEnd end;
+    CHECK(slimioWalScan(&io, &m, &g, 0, 16, collect, &c, &end) == 0);
+    CHECK(streamMatches(&c, len) && end.blocks == 8);
+    CHECK(end.next_lba == m.wal_start + 4 && end.tail_used == 5);
+    free(c.data);
+}
+
+static void test_wal_scan_honours_limits_and_visitor_errors(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalGen g = {1, m.wal_start, 0};
+    walWrite(&m, &g, 10 * cap);
+    slimioWalEnd end;
+    CHECK(slimioWalScan(&io, &m, &g, 4, 3, NULL, NULL, &end) == 0);
+    CHECK(end.blocks == 4 && end.next_seq == 4);
+    collected c = {malloc(10 * cap), 0, 10 * cap, 3};
+    CHECK(slimioWalScan(&io, &m, &g, 0, 3, collect, &c, &end) == 42);
+    CHECK(end.blocks == 2);
+    free(c.data);
+}
+
+int main(void) {
+    RUN(test_crc32c_check_value);
+    RUN(test_layout_regions_are_aligned_and_disjoint);
+    RUN(test_layout_refuses_a_small_device_naming_both_sizes);
+    RUN(test_meta_roundtrip);
+    RUN(test_meta_decode_rejects_damage);
+    RUN(test_meta_records_alternate_and_newest_wins);
+    RUN(test_meta_torn_or_failed_write_keeps_previous_state);
+    RUN(test_meta_blank_and_foreign_devices);
+    RUN(test_meta_lba_size_mismatch_is_refused);
+    RUN(test_failpoint_spec_errors_name_the_entry);
+    RUN(test_failpoint_error_action_and_hit_counting);
+    RUN(test_failpoint_crash_leaves_a_valid_record);
+    RUN(test_wal_scan_reads_back_every_byte);
+    RUN(test_wal_scan_stops_at_torn_tail);
+    RUN(test_wal_scan_stops_at_stale_blocks);
+    RUN(test_wal_scan_rejects_corrupt_and_foreign_blocks);
+    RUN(test_wal_scan_wraps_around_the_region);
+    RUN(test_wal_scan_honours_limits_and_visitor_errors);
+    printf("%d passed, %d failed\n", passed, failed);
+    return failed ? 1 : 0;
+}
