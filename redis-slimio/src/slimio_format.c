@@ -251,6 +251,18 @@ int slimioMetaCommit(const slimioBlockIo *io, slimioMeta *m) {
     return rc;
 }
 
+int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m) {
+    unsigned char *zero = blockAlloc(io->lba_size, 2);
+    if (!zero) return -ENOMEM;
+    memset(zero, 0, (size_t)io->lba_size * 2);
+    int rc = io->write(io->ctx, 0, 2, zero, SLIMIO_KIND_META);
+    free(zero);
+    if (!rc) rc = io->flush(io->ctx);
+    m->seq = 0;
+    if (!rc) rc = slimioMetaCommit(io, m);
+    return rc;
+}
+
 void slimioWalBlockSeal(unsigned char *block, uint32_t lba_size, uint64_t gen, uint64_t seq,
                         uint64_t format_id, uint32_t used) {
     memset(block + SLIMIO_WAL_HDR_SIZE + used, 0, slimioWalPayload(lba_size) - used);

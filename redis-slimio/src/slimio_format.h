@@ -130,6 +130,11 @@ int slimioMetaLoad(const slimioBlockIo *io, slimioMeta *m);
  * meta.after-write, meta.after-flush. */
 int slimioMetaCommit(const slimioBlockIo *io, slimioMeta *m);
 
+/* Write a fresh layout m (from slimioLayoutPlan, with its format_id set): both metadata
+ * LBAs are zeroed and flushed first, so that no record of an earlier format can outrank
+ * the new one, then m is committed as record 1. */
+int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m);
+
 /* WAL block framing. payload capacity = lba_size - SLIMIO_WAL_HDR_SIZE. */
 static inline uint32_t slimioWalPayload(uint32_t lba_size) {
     return lba_size - SLIMIO_WAL_HDR_SIZE;

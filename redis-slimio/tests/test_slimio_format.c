@@ -212,6 +212,17 @@ static void test_meta_lba_size_mismatch_is_refused(void) {
     CHECK(slimioMetaLoad(&io, &got) == SLIMIO_ERR_FIELDS);
 }
 
+static void test_format_erases_records_of_an_earlier_format(void) {
+    slimioMeta old = formatted(4096, 1 << 16, 8 << 20, 32 << 20), got, fresh;
+    for (int i = 0; i < 5; i++) slimioMetaCommit(&io, &old);       /* old seq 6 at LBA 0 */
+    char err[256];
+    CHECK(slimioLayoutPlan(1 << 16, 4096, 16 << 20, 32 << 20, &fresh, err, sizeof(err)) == 0);
+    fresh.format_id = 42;
+    CHECK(slimioFormatDevice(&io, &fresh) == 0 && fresh.seq == 1);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.format_id == 42 && got.seq == 1);
+    CHECK(got.wal_lbas == fresh.wal_lbas);
+}
+
 /* --- failpoints ------------------------------------------------------------------------ */
 
 static void test_failpoint_spec_errors_name_the_entry(void) {
@@ -408,6 +419,7 @@ int main(void) {
     RUN(test_meta_torn_or_failed_write_keeps_previous_state);
     RUN(test_meta_blank_and_foreign_devices);
     RUN(test_meta_lba_size_mismatch_is_refused);
+    RUN(test_format_erases_records_of_an_earlier_format);
     RUN(test_failpoint_spec_errors_name_the_entry);
     RUN(test_failpoint_error_action_and_hit_counting);
     RUN(test_failpoint_crash_leaves_a_valid_record);

@@ -1,0 +1,137 @@
+/* Device opening and signature checks; see slimio_dev.h. */
+#define _GNU_SOURCE
+#include "slimio_dev.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static int devRead(void *ctx, uint64_t lba, uint32_t nlb, void *buf) {
+    slimioDev *dev = ctx;
+    size_t len = (size_t)nlb * dev->lba_size, done = 0;
+    while (done < len) {
+        ssize_t n = pread(dev->fd, (char *)buf + done, len - done,
+                          (off_t)(lba * dev->lba_size + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        if (n == 0) return -EIO;    /* past the end */
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int devWrite(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slimioDataKind k) {
+    slimioDev *dev = ctx;
+    (void)k;    /* placement needs the nvme backend; the file backend has none */
+    size_t len = (size_t)nlb * dev->lba_size, done = 0;
+    while (done < len) {
+        ssize_t n = pwrite(dev->fd, (const char *)buf + done, len - done,
+                           (off_t)(lba * dev->lba_size + done));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return -errno;
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+static int devFlush(void *ctx) {
+    return fdatasync(((slimioDev *)ctx)->fd) ? -errno : 0;
+}
+
+int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err, size_t errlen) {
+    memset(dev, 0, sizeof(*dev));
+    dev->fd = -1;
+    if (!path || !*path) {
+        snprintf(err, errlen, "no SlimIO device given: name one explicitly (slimio-device)");
+        return -1;
+    }
+    int fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open SlimIO device %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        snprintf(err, errlen, "cannot stat %s: %s", path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    if (S_ISBLK(st.st_mode)) {
+        int ssz = 0;
+        uint64_t bytes = 0;
+        if (ioctl(fd, BLKSSZGET, &ssz) < 0 || ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
+            snprintf(err, errlen, "cannot read the geometry of %s: %s", path, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        if (lba_size && lba_size != (uint32_t)ssz) {
+            snprintf(err, errlen, "%s has %d-byte logical blocks, not the configured %u",
+                     path, ssz, lba_size);
+            close(fd);
+            return -1;
+        }
+        dev->is_blockdev = 1;
+        dev->lba_size = (uint32_t)ssz;
+        dev->lbas = bytes / (uint32_t)ssz;
+    } else if (S_ISREG(st.st_mode)) {
+        dev->lba_size = lba_size ? lba_size : 4096;
+        dev->lbas = (uint64_t)st.st_size / dev->lba_size;
+    } else {
+        snprintf(err, errlen, "%s is neither a regular file nor a block device", path);
+        close(fd);
+        return -1;
+    }
+    dev->fd = fd;
+    dev->path = strdup(path);
+    dev->io = (slimioBlockIo){dev, dev->lba_size, dev->lbas, devRead, devWrite, devFlush};
+    return 0;
+}
+
+void slimioDevClose(slimioDev *dev) {
+    if (dev->fd >= 0) close(dev->fd);
+    free(dev->path);
+    dev->fd = -1;
+    dev->path = NULL;
+}
+
+/* Signatures of what must never be overwritten by accident, as (offset, bytes). */
+static const struct { uint64_t off; const char *magic; size_t len; const char *what; } sigs[] = {
+    {1080, "\x53\xef", 2, "an ext2/3/4 file system"},
+    {1024, "\x10\x20\xf5\xf2", 4, "an F2FS file system"},
+    {0, "XFSB", 4, "an XFS file system"},
+    {65600, "_BHRfS_M", 8, "a Btrfs file system"},
+    {512, "EFI PART", 8, "a GPT partition table"},
+    {4096, "EFI PART", 8, "a GPT partition table"},
+    {0, "LUKS\xba\xbe", 6, "a LUKS volume"},
+    {4086, "SWAPSPACE2", 10, "a swap area"},
+    {3, "NTFS    ", 8, "an NTFS file system"},
+    {54, "FAT", 3, "a FAT file system"},
+    {82, "FAT32", 5, "a FAT32 file system"},
+};
+
+const char *slimioDevForeignSignature(slimioDev *dev) {
+    const size_t span = 128 * 1024;
+    uint64_t have = dev->lbas * dev->lba_size;
+    size_t len = have < span ? (size_t)have : span;
+    unsigned char *buf = NULL;
+    if (len == 0 || posix_memalign((void **)&buf, 4096, span)) return NULL;
+    const char *found = NULL;
+    if (devRead(dev, 0, (uint32_t)(len / dev->lba_size), buf) == 0) {
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]) && !found; i++)
+            if (sigs[i].off + sigs[i].len <= len &&
+                !memcmp(buf + sigs[i].off, sigs[i].magic, sigs[i].len)) found = sigs[i].what;
+        /* An MBR: boot signature and at least one non-empty partition entry. */
+        if (!found && len >= 512 && buf[510] == 0x55 && buf[511] == 0xaa) {
+            for (int p = 0; p < 4; p++)
+                if (buf[446 + 16 * p + 4] != 0) found = "an MBR partition table";
+        }
+    }
+    free(buf);
+    return found;
+}
