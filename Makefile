@@ -16,7 +16,7 @@ SNAKEMAKE_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host reproduce test lint clean-results
+.PHONY: bootstrap setup-host reproduce test lint
 
 bootstrap: $(STAMP)
 
@@ -45,6 +45,3 @@ lint: bootstrap
 	$(BIN)/snakemake --lint
 	$(BIN)/ansible-lint playbooks/
 	$(BIN)/ansible-playbook --syntax-check playbooks/setup-host.yml
-
-clean-results:
-	@echo "results/ holds finished cells; remove it yourself if you mean it: rm -rf results/raw results/cells results/tables results/figures"
