@@ -43,5 +43,5 @@ test: setup-host
 
 lint: bootstrap
 	$(BIN)/snakemake --lint
-	$(BIN)/ansible-lint playbooks/
+	$(BIN)/ansible-lint --offline playbooks/
 	$(BIN)/ansible-playbook --syntax-check playbooks/setup-host.yml
