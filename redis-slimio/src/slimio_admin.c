@@ -77,6 +77,11 @@ static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int fo
     return 0;
 }
 
+/* A placement id for JSON: the id, or -1 for "no placement". */
+static int placementJson(const slimioMeta *m, slimioDataKind kind) {
+    return m->placement[kind] == SLIMIO_NO_PLACEMENT ? -1 : m->placement[kind];
+}
+
 static int cmdInspect(slimioDev *dev, int json) {
     slimioMeta m;
     int st = slimioMetaLoad(&dev->io, &m);
@@ -120,11 +125,8 @@ static int cmdInspect(slimioDev *dev, int json) {
             first = 0;
         }
         printf("],\n \"placement\": {\"wal\": %d, \"wal_snapshot\": %d, \"on_demand\": %d}}\n",
-               m.placement[SLIMIO_KIND_WAL] == SLIMIO_NO_PLACEMENT ? -1 : m.placement[SLIMIO_KIND_WAL],
-               m.placement[SLIMIO_KIND_WAL_SNAPSHOT] == SLIMIO_NO_PLACEMENT ? -1
-                   : m.placement[SLIMIO_KIND_WAL_SNAPSHOT],
-               m.placement[SLIMIO_KIND_ON_DEMAND] == SLIMIO_NO_PLACEMENT ? -1
-                   : m.placement[SLIMIO_KIND_ON_DEMAND]);
+               placementJson(&m, SLIMIO_KIND_WAL), placementJson(&m, SLIMIO_KIND_WAL_SNAPSHOT),
+               placementJson(&m, SLIMIO_KIND_ON_DEMAND));
         return 0;
     }
     printf("device      %s (%u-byte LBAs, %llu LBAs)\n", dev->path, m.lba_size,

@@ -12,8 +12,13 @@ from pathlib import Path
 
 from . import paths
 
-PINNED_PYTHON_PACKAGES = ("snakemake", "ansible-core", "jsonschema", "pandas", "matplotlib",
-                          "pyyaml", "redis", "pytest")
+REQUIREMENTS = paths.REPO_ROOT / "requirements.txt"
+
+
+def pinned_python_packages() -> list[str]:
+    """Package names pinned in requirements.txt (the one list of them)."""
+    return [line.split("==")[0].strip() for line in REQUIREMENTS.read_text().splitlines()
+            if "==" in line and not line.lstrip().startswith("#")]
 
 
 def utc_now() -> str:
@@ -70,7 +75,7 @@ def tools(bin_dir: Path) -> dict:
         "losetup": _first_line(["losetup", "--version"]),
         "python": sys.version.split()[0],
     }
-    for pkg in PINNED_PYTHON_PACKAGES:
+    for pkg in pinned_python_packages():
         try:
             versions[f"python:{pkg}"] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
