@@ -18,9 +18,19 @@
 #include <stdint.h>
 
 #define SLIMIO_FAILPOINT_LIST(X) \
-    X(META_BEFORE_WRITE,   "meta.before-write")   /* new record encoded, not written */ \
-    X(META_AFTER_WRITE,    "meta.after-write")    /* record written, not yet flushed */ \
-    X(META_AFTER_FLUSH,    "meta.after-flush")    /* record durable */
+    X(META_BEFORE_WRITE,      "meta.before-write")      /* new record encoded, not written */ \
+    X(META_AFTER_WRITE,       "meta.after-write")       /* record written, not yet flushed */ \
+    X(META_AFTER_FLUSH,       "meta.after-flush")       /* record durable */ \
+    X(WAL_APPEND,             "wal.append")             /* data in the staging buffer, no write submitted */ \
+    X(WAL_AFTER_WRITE,        "wal.after-write")        /* a WAL write completed, not flushed */ \
+    X(WAL_AFTER_FLUSH,        "wal.after-flush")        /* WAL flush completed */ \
+    X(WAL_NEW_GEN,            "wal.new-gen")            /* old generation drained, new one not committed */ \
+    X(SNAPSHOT_BEGIN,         "snapshot.begin")         /* child: Reserve slot opened, nothing written */ \
+    X(SNAPSHOT_MID,           "snapshot.mid")           /* child: first chunk written to the Reserve slot */ \
+    X(SNAPSHOT_AFTER_WRITE,   "snapshot.after-write")   /* child: all data written, not flushed */ \
+    X(SNAPSHOT_AFTER_FLUSH,   "snapshot.after-flush")   /* child: snapshot durable, not reported */ \
+    X(PROMOTE_BEFORE_COMMIT,  "promote.before-commit")  /* parent: snapshot reported, metadata not committed */ \
+    X(PROMOTE_AFTER_COMMIT,   "promote.after-commit")   /* parent: promotion durable, old WAL not released */
 
 typedef enum {
 #define SLIMIO_FP_ENUM(id, name) SLIMIO_FP_##id,

@@ -343,3 +343,10 @@ done:
     free(buf);
     return rc;
 }
+
+void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimioWalEnd *end,
+                        slimioWalGen *next) {
+    next->gen = g->gen + 1;
+    next->start_lba = end->tail_used ? slimioWalLba(m, end->next_lba, 1) : end->next_lba;
+    next->start_seq = 0;
+}

@@ -175,4 +175,12 @@ int slimioWalScan(const slimioBlockIo *io, const slimioMeta *m, const slimioWalG
                   uint64_t max_blocks, uint32_t batch_blocks, slimioWalVisitFn visit,
                   void *ctx, slimioWalEnd *end);
 
+/* The generation that follows g, which ended at *end (from slimioWalScan): generation
+ * g->gen + 1 starts at sequence 0 on the LBA after g's valid end (after the partial tail
+ * block if there is one). A new generation is only opened after the previous one is
+ * drained and flushed, so recovery can follow the chain of generations from the
+ * snapshot's first one without each being listed in the metadata. */
+void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimioWalEnd *end,
+                        slimioWalGen *next);
+
 #endif
