@@ -1,4 +1,5 @@
 /* CRC32C (Castagnoli, reflected polynomial 0x82F63B78), table driven, slicing by 8. */
+#define _GNU_SOURCE
 #include "slimio_crc32c.h"
 
 #include <pthread.h>

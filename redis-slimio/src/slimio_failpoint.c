@@ -1,4 +1,5 @@
 /* Named failpoints: see slimio_failpoint.h for the contract. */
+#define _GNU_SOURCE
 #include "slimio_failpoint.h"
 
 #include <signal.h>

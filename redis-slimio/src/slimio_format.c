@@ -1,4 +1,5 @@
 /* SlimIO's on-device format; the contract of every function is in slimio_format.h. */
+#define _GNU_SOURCE
 #include "slimio_format.h"
 
 #include <errno.h>

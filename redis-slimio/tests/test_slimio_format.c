@@ -1,6 +1,7 @@
 /* Unit tests of SlimIO's on-device format: CRC32C, layout, metadata records (alternation,
  * torn and failed writes, failpoints including a real crash in a child process) and the
- * WAL framing and recovery scan (torn tails, stale and corrupt blocks, wrap-around).
+ * WAL framing and recovery scan (torn tails, stale and corrupt blocks, wrap-around), and
+ * the chain of WAL generations (slimioWalSuccessor).
  *
  * The device is a RAM disk in shared memory, so a forked child's writes are visible to the
  * parent after the child is killed. Prints "N passed, N failed" and exits non-zero on any
@@ -409,6 +410,183 @@ static void test_wal_scan_honours_limits_and_visitor_errors(void) {
     free(c.data);
 }
 
+/* --- the chain of WAL generations ------------------------------------------------------ */
+
+/* Write len bytes of data as generation g: full blocks, then a partial tail. Returns the
+ * number of blocks. */
+static uint64_t walWriteBytes(const slimioMeta *m, const slimioWalGen *g,
+                              const unsigned char *data, size_t len) {
+    uint32_t cap = slimioWalPayload(m->lba_size);
+    unsigned char *block = malloc(m->lba_size);
+    uint64_t i = 0;
+    for (size_t off = 0; off < len; off += cap, i++) {
+        uint32_t used = (uint32_t)(len - off < cap ? len - off : cap);
+        memcpy(block + SLIMIO_WAL_HDR_SIZE, data + off, used);
+        slimioWalBlockSeal(block, m->lba_size, g->gen, g->start_seq + i, m->format_id, used);
+        ramWrite(&disk, slimioWalLba(m, g->start_lba, i), 1, block, SLIMIO_KIND_WAL);
+    }
+    free(block);
+    return i;
+}
+
+/* One block of generation gen, sequence seq, for format_id, at lba. */
+static void walWriteBlock(const slimioMeta *m, uint64_t lba, uint64_t gen, uint64_t seq,
+                          uint64_t format_id) {
+    unsigned char *block = calloc(1, m->lba_size);
+    memset(block + SLIMIO_WAL_HDR_SIZE, 'x', 100);
+    slimioWalBlockSeal(block, m->lba_size, gen, seq, format_id, 100);
+    ramWrite(&disk, lba, 1, block, SLIMIO_KIND_WAL);
+    free(block);
+}
+
+/* Where the generation after g starts, from a scan of g. */
+static slimioWalGen successorOf(const slimioMeta *m, const slimioWalGen *g,
+                                slimioWalEnd *end) {
+    slimioWalGen next;
+    if (slimioWalScan(&io, m, g, 0, 4, NULL, NULL, end) != 0) abort();
+    slimioWalSuccessor(m, g, end, &next);
+    return next;
+}
+
+/* Follow the chain of generations from first as recovery does: scan each one to its valid
+ * end, continue with its successor while the successor's first block checks valid for it.
+ * Fills out[] with up to max generations, collects the payloads into c (if not NULL), and
+ * *why is the check result that ended the chain. Returns the number of generations. */
+static int chainFollow(const slimioMeta *m, const slimioWalGen *first, collected *c,
+                       slimioWalGen *out, int max, int *why) {
+    slimioWalGen g = *first;
+    unsigned char *block = malloc(m->lba_size);
+    int n = 0;
+    *why = SLIMIO_OK;
+    while (n < max) {
+        slimioWalEnd end;
+        if (slimioWalScan(&io, m, &g, 0, 3, c ? collect : NULL, c, &end) != 0) break;
+        out[n++] = g;
+        slimioWalGen next;
+        slimioWalSuccessor(m, &g, &end, &next);
+        uint32_t used;
+        if (ramRead(&disk, next.start_lba, 1, block) != 0) abort();
+        *why = slimioWalBlockCheck(block, m->lba_size, next.gen, next.start_seq,
+                                   m->format_id, &used);
+        if (*why != SLIMIO_OK) break;
+        g = next;
+    }
+    free(block);
+    return n;
+}
+
+static void test_wal_successor_after_full_block_and_partial_tail(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalEnd end;
+    /* Ends with a full block: the successor starts on the next LBA. */
+    slimioWalGen g = {3, m.wal_start + 10, 0};
+    CHECK(walWrite(&m, &g, 4 * (size_t)cap) == 4);
+    slimioWalGen next = successorOf(&m, &g, &end);
+    CHECK(end.blocks == 4 && end.tail_used == 0 && end.next_lba == m.wal_start + 14);
+    CHECK(next.gen == 4 && next.start_lba == m.wal_start + 14 && next.start_seq == 0);
+    /* Ends with a partial tail (rewritten in place as it grows): the successor starts after
+     * the tail block, never on it. */
+    diskInit(4096, 1 << 16);
+    CHECK(slimioMetaCommit(&io, &m) == 0);
+    CHECK(walWrite(&m, &g, 3 * (size_t)cap + 17) == 4);
+    next = successorOf(&m, &g, &end);
+    CHECK(end.blocks == 4 && end.tail_used == 17 && end.next_lba == m.wal_start + 13);
+    CHECK(next.gen == 4 && next.start_lba == m.wal_start + 14 && next.start_seq == 0);
+    /* A torn last block is not part of g: the successor overwrites it. */
+    disk.data[(m.wal_start + 13) * 4096 + 40] ^= 1;
+    next = successorOf(&m, &g, &end);
+    CHECK(end.blocks == 3 && end.stop == SLIMIO_ERR_CRC && end.tail_used == 0);
+    CHECK(next.start_lba == m.wal_start + 13);
+    /* A generation with no valid block: its successor starts where it would have. */
+    slimioWalGen empty = {9, m.wal_start + 100, 0};
+    next = successorOf(&m, &empty, &end);
+    CHECK(end.blocks == 0 && next.gen == 10 && next.start_lba == m.wal_start + 100);
+}
+
+static void test_wal_successor_wraps_around_the_region(void) {
+    slimioMeta m = formatted(512, 1 << 16, 1 << 20, 1 << 20);
+    uint32_t cap = slimioWalPayload(512);
+    uint64_t last = m.wal_start + m.wal_lbas - 1;
+    slimioWalEnd end;
+    slimioWalGen full = {2, last - 1, 0};       /* two full blocks end on the last LBA */
+    walWrite(&m, &full, 2 * (size_t)cap);
+    slimioWalGen next = successorOf(&m, &full, &end);
+    CHECK(end.blocks == 2 && end.tail_used == 0 && next.start_lba == m.wal_start);
+    slimioWalGen tail = {5, last - 1, 0};       /* a partial tail on the last LBA */
+    walWrite(&m, &tail, (size_t)cap + 9);
+    next = successorOf(&m, &tail, &end);
+    CHECK(end.blocks == 2 && end.tail_used == 9 && end.next_lba == last);
+    CHECK(next.gen == 6 && next.start_lba == m.wal_start);
+}
+
+/* Generations 4, 5 and 6 written back to back across the end of the region, as a writer
+ * opens each after the previous one drained; only 4 and 6 are in the metadata (5 was
+ * opened by a rewrite that failed, its entry replaced by 6). Recovery follows the chain
+ * from gens[0] and gets the whole stream, in order. */
+static void test_wal_chain_follows_an_unlisted_middle_generation(void) {
+    slimioMeta m = formatted(512, 1 << 16, 1 << 20, 1 << 20), got;
+    uint32_t cap = slimioWalPayload(512);
+    size_t lens[3] = {2 * (size_t)cap + 100, 3 * (size_t)cap, (size_t)cap + 33};
+    size_t total = lens[0] + lens[1] + lens[2];
+    unsigned char *stream = malloc(total);
+    for (size_t b = 0; b < total; b++) stream[b] = (unsigned char)(b * 131 + b / 7);
+    slimioWalGen g = {4, m.wal_start + m.wal_lbas - 2, 0}, written[3];
+    size_t off = 0;
+    for (int k = 0; k < 3; k++) {
+        if (k) {
+            slimioWalEnd end;
+            g = successorOf(&m, &g, &end);
+        }
+        written[k] = g;
+        walWriteBytes(&m, &g, stream + off, lens[k]);
+        off += lens[k];
+    }
+    CHECK(written[1].start_lba == m.wal_start + 1);     /* after gen 4's tail, wrapped */
+    CHECK(written[2].start_lba == m.wal_start + 4);     /* right after gen 5's full block */
+    m.gens[0] = written[0];
+    m.gens[1] = written[2];
+    CHECK(slimioMetaCommit(&io, &m) == 0);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.gens[0].gen == 4 && got.gens[1].gen == 6);
+    collected c = {malloc(total), 0, total, 0};
+    slimioWalGen chain[8];
+    int why;
+    int n = chainFollow(&got, &got.gens[0], &c, chain, 8, &why);
+    CHECK(n == 3 && why == SLIMIO_ERR_MAGIC);           /* gen 7's place is blank */
+    for (int k = 0; k < 3; k++)
+        CHECK(chain[k].gen == written[k].gen && chain[k].start_lba == written[k].start_lba);
+    CHECK(chain[2].start_lba == got.gens[1].start_lba);  /* the chain meets the listed 6 */
+    CHECK(c.len == total && memcmp(c.data, stream, total) == 0);
+    /* From the listed gen 6 alone: its own bytes only. */
+    c.len = 0;
+    CHECK(chainFollow(&got, &got.gens[1], &c, chain, 8, &why) == 1);
+    CHECK(c.len == lens[2] && memcmp(c.data, stream + lens[0] + lens[1], lens[2]) == 0);
+    free(c.data);
+    free(stream);
+}
+
+/* The chain ends where the successor's first block is not generation g + 1 at sequence 0:
+ * a stale block of an older generation, a block of a later lap or of another format. */
+static void test_wal_chain_ends_at_a_stale_or_foreign_successor(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalGen old = {1, m.wal_start, 0}, cur = {2, m.wal_start, 0}, chain[8];
+    walWrite(&m, &old, 8 * (size_t)cap);        /* an older lap fills blocks 0..7 */
+    walWrite(&m, &cur, 2 * (size_t)cap + 5);    /* gen 2 overwrote 0..2, tail on 2 */
+    int why;
+    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
+    uint64_t at = m.wal_start + 3;              /* gen 3 would start here */
+    walWriteBlock(&m, at, 3, 7, m.format_id);   /* gen 3, but not its first block */
+    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_SEQ);
+    walWriteBlock(&m, at, 4, 0, m.format_id);   /* a generation too far */
+    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
+    walWriteBlock(&m, at, 3, 0, m.format_id ^ 1);   /* left by an earlier format */
+    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_FORMAT_ID);
+    walWriteBlock(&m, at, 3, 0, m.format_id);   /* the real gen 3: the chain goes on */
+    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 2);
+    CHECK(chain[1].gen == 3 && chain[1].start_lba == at && why == SLIMIO_ERR_GEN);
+}
+
 int main(void) {
     RUN(test_crc32c_check_value);
     RUN(test_layout_regions_are_aligned_and_disjoint);
@@ -429,6 +607,10 @@ int main(void) {
     RUN(test_wal_scan_rejects_corrupt_and_foreign_blocks);
     RUN(test_wal_scan_wraps_around_the_region);
     RUN(test_wal_scan_honours_limits_and_visitor_errors);
+    RUN(test_wal_successor_after_full_block_and_partial_tail);
+    RUN(test_wal_successor_wraps_around_the_region);
+    RUN(test_wal_chain_follows_an_unlisted_middle_generation);
+    RUN(test_wal_chain_ends_at_a_stale_or_foreign_successor);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

@@ -1,0 +1,701 @@
+/* SlimIO inside Redis: the glue between Redis's hooks and SlimIO's engine. See slimio.h
+ * for the mapping from Redis's AOF/RDB files to SlimIO's LBA space. */
+#include "server.h"
+#include "slimio.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "slimio_backend.h"
+#include "slimio_crc32c.h"
+#include "slimio_failpoint.h"
+#include "slimio_snap.h"
+#include "slimio_wal.h"
+
+slimioConfig slimio_cfg;
+
+configEnum slimio_backend_enum[] = {
+    {"file", SLIMIO_BACKEND_FILE}, {"nvme", SLIMIO_BACKEND_NVME}, {NULL, 0}};
+configEnum slimio_format_enum[] = {
+    {"never", SLIMIO_FORMAT_NEVER}, {"if-blank", SLIMIO_FORMAT_IF_BLANK},
+    {"force", SLIMIO_FORMAT_FORCE}, {NULL, 0}};
+configEnum slimio_load_snapshot_enum[] = {
+    {"wal-snapshot", SLIMIO_LOAD_WAL_SNAPSHOT}, {"on-demand", SLIMIO_LOAD_ON_DEMAND}, {NULL, 0}};
+
+/* What a snapshot writer reports to the main process (a MAP_SHARED page that survives the
+ * fork, so the child's result reaches the parent's done handler). */
+typedef struct slimioReport {
+    pid_t pid;
+    int kind;
+    int slot;
+    int ok;
+    uint64_t length;
+    uint32_t crc;
+    uint64_t device_bytes;
+    double seconds;
+} slimioReport;
+
+static struct {
+    int enabled;
+    slimioBackend be;
+    slimioMeta meta;
+    slimioWal wal;
+    int wal_open;
+    slimioReport *report;
+    slimioWalGen rewrite_gen;       /* generation opened when the running rewrite began */
+    /* Recovery. */
+    slimioWalGen write_gen;         /* where the WAL continues after loading */
+    int restore_on_demand;          /* loaded the On-Demand snapshot: rebase the WAL */
+    slimioWalGen cur_gen;           /* generation being loaded */
+    slimioStreamStats load_stats;
+    uint64_t recovery_bytes, recovery_device_bytes, recovery_wal_bytes, recovery_gens;
+    double recovery_s;
+    int recovery_slot;
+    /* Snapshots. */
+    uint64_t snapshots[SLIMIO_KINDS], promotions;
+    uint64_t last_snapshot_bytes;
+    double last_snapshot_s;
+    int last_snapshot_kind;
+} S;
+
+static const char *kindName(int kind) {
+    switch (kind) {
+    case SLIMIO_KIND_META: return "metadata";
+    case SLIMIO_KIND_WAL: return "wal";
+    case SLIMIO_KIND_WAL_SNAPSHOT: return "wal-snapshot";
+    case SLIMIO_KIND_ON_DEMAND: return "on-demand";
+    }
+    return "?";
+}
+
+int slimioIsValidLbaSize(long long val, const char **err) {
+    if (val < 512 || val > 65536 || (val & (val - 1))) {
+        *err = "slimio-lba-size must be a power of two from 512 to 65536";
+        return 0;
+    }
+    return 1;
+}
+
+int slimioEnabled(void) {
+    return S.enabled;
+}
+
+static void fatal(const char *fmt, ...) {
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    serverLog(LL_WARNING, "SlimIO: %s", msg);
+    exit(1);
+}
+
+static int slotWithRole(const slimioMeta *m, int role) {
+    for (int i = 0; i < SLIMIO_SLOTS; i++)
+        if (m->slots[i].role == role) return i;
+    return -1;
+}
+
+static void atForkChild(void) {
+    /* The child never touches the parent's WAL ring, thread or staging buffers. */
+    if (S.wal_open) slimioWalAtForkChild(&S.wal);
+    S.wal_open = 0;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Start-up: configuration, device, format policy, metadata
+ * ---------------------------------------------------------------------------------- */
+
+static uint64_t randomFormatId(void) {
+    uint64_t id = 0;
+    int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        if (read(fd, &id, sizeof(id)) != sizeof(id)) id = 0;
+        close(fd);
+    }
+    if (!id) id = ((uint64_t)ustime() << 16) ^ (uint64_t)getpid();
+    return id;
+}
+
+static void formatDevice(void) {
+    char err[512];
+    uint64_t lba = S.be.dev.lba_size, align = SLIMIO_ALIGN_BYTES;
+    uint64_t wal = ((uint64_t)slimio_cfg.wal_size + align - 1) / align * align;
+    uint64_t slot = (uint64_t)slimio_cfg.slot_size;
+    uint64_t dev_bytes = S.be.dev.lbas * lba;
+    if (!slot && dev_bytes > align + wal) slot = (dev_bytes - align - wal) / SLIMIO_SLOTS / align * align;
+    slimioMeta m;
+    if (slimioLayoutPlan(S.be.dev.lbas, S.be.dev.lba_size, wal, slot ? slot : align, &m, err,
+                         sizeof(err)) != SLIMIO_OK)
+        fatal("%s is too small: %s. Use a larger device or lower slimio-wal-size / "
+              "slimio-slot-size", S.be.dev.path, err);
+    m.format_id = randomFormatId();
+    m.placement[SLIMIO_KIND_META] = SLIMIO_NO_PLACEMENT;
+    for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = S.be.placement[k];
+    int rc = slimioFormatDevice(&S.be.io, &m);
+    if (rc) fatal("formatting %s failed: %s", S.be.dev.path, rc < 0 && rc > -4096 ? strerror(-rc) : slimioStrerror(rc));
+    serverLog(LL_NOTICE, "SlimIO: formatted %s: WAL %llu LBAs at %llu, 3 slots of %llu LBAs at "
+              "%llu (LBA %u bytes, format id %016llx)", S.be.dev.path,
+              (unsigned long long)m.wal_lbas, (unsigned long long)m.wal_start,
+              (unsigned long long)m.slot_lbas, (unsigned long long)m.slot_start, m.lba_size,
+              (unsigned long long)m.format_id);
+    S.meta = m;
+}
+
+void slimioServerInit(void) {
+    char err[512];
+    if (!slimio_cfg.device || !slimio_cfg.device[0]) return;
+    if (server.aof_state != AOF_ON)
+        fatal("slimio-device %s is set but appendonly is no: SlimIO is the storage of the AOF "
+              "and its snapshots; set appendonly yes, or remove slimio-device",
+              slimio_cfg.device);
+    if (server.masterhost)
+        fatal("SlimIO on a replica is not supported: remove replicaof, or remove slimio-device");
+    if (!server.repl_diskless_sync)
+        fatal("SlimIO keeps no dump.rdb file for disk-based replication: set "
+              "repl-diskless-sync yes, or remove slimio-device");
+    if (slimioFailpointInitFromEnv(err, sizeof(err)) < 0) fatal("SLIMIO_FAILPOINTS: %s", err);
+    if (slimioBackendOpen(&S.be, slimio_cfg.backend, slimio_cfg.device,
+                          (uint32_t)slimio_cfg.lba_size, err, sizeof(err)) < 0)
+        fatal("%s", err);
+    int place[SLIMIO_KINDS] = {-1, slimio_cfg.placement_wal, slimio_cfg.placement_wal_snapshot,
+                               slimio_cfg.placement_on_demand};
+    for (int k = 0; k < SLIMIO_KINDS; k++)
+        S.be.placement[k] = place[k] < 0 ? SLIMIO_NO_PLACEMENT : (uint16_t)place[k];
+
+    int rc = slimioMetaLoad(&S.be.io, &S.meta);
+    if (rc == SLIMIO_OK) {
+        if (S.meta.lba_size != S.be.dev.lba_size)
+            fatal("%s carries a SlimIO layout with %u-byte LBAs but is opened with %u-byte LBAs: "
+                  "set slimio-lba-size %u", S.be.dev.path, S.meta.lba_size, S.be.dev.lba_size,
+                  S.meta.lba_size);
+        if (S.meta.device_lbas > S.be.dev.lbas)
+            fatal("%s is smaller (%llu LBAs) than its SlimIO layout (%llu LBAs)", S.be.dev.path,
+                  (unsigned long long)S.be.dev.lbas, (unsigned long long)S.meta.device_lbas);
+        serverLog(LL_NOTICE, "SlimIO: %s (%s backend) carries layout %016llx, metadata record %llu",
+                  S.be.dev.path, S.be.ops->name, (unsigned long long)S.meta.format_id,
+                  (unsigned long long)S.meta.seq);
+    } else {
+        const char *sig = slimioDevForeignSignature(&S.be.dev);
+        const char *state = rc == SLIMIO_ERR_NOMETA ? "no SlimIO layout" : "a damaged SlimIO layout";
+        if (slimio_cfg.format == SLIMIO_FORMAT_NEVER)
+            fatal("%s carries %s%s%s (slimio-format never): format it with slimio-admin format, "
+                  "or set slimio-format if-blank", S.be.dev.path, sig ? sig : state,
+                  rc == SLIMIO_ERR_NOMETA ? "" : ": ", rc == SLIMIO_ERR_NOMETA ? "" : slimioStrerror(rc));
+        if (slimio_cfg.format == SLIMIO_FORMAT_IF_BLANK && sig)
+            fatal("refusing to format %s: it carries %s. Name another device, or set "
+                  "slimio-format force to erase it", S.be.dev.path, sig);
+        if (slimio_cfg.format == SLIMIO_FORMAT_IF_BLANK && rc != SLIMIO_ERR_NOMETA)
+            fatal("refusing to format %s: it carries a damaged SlimIO layout (%s). Inspect it "
+                  "with slimio-admin inspect, or set slimio-format force to erase it",
+                  S.be.dev.path, slimioStrerror(rc));
+        if (sig) serverLog(LL_WARNING, "SlimIO: erasing %s on %s (slimio-format force)", sig, S.be.dev.path);
+        formatDevice();
+    }
+    S.report = mmap(NULL, sizeof(slimioReport), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (S.report == MAP_FAILED) fatal("cannot map the snapshot report page: %s", strerror(errno));
+    memset(S.report, 0, sizeof(*S.report));
+    pthread_atfork(NULL, NULL, atForkChild);
+    S.enabled = 1;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Recovery
+ * ---------------------------------------------------------------------------------- */
+
+#define SLOT_STREAM "slimio-slot-"
+#define WAL_STREAM "slimio-wal-gen-"
+
+FILE *slimioOpenStream(const char *name) {
+    size_t ra = (size_t)slimio_cfg.readahead_size;
+    memset(&S.load_stats, 0, sizeof(S.load_stats));
+    if (!strncmp(name, SLOT_STREAM, strlen(SLOT_STREAM))) {
+        int i = atoi(name + strlen(SLOT_STREAM));
+        if (i < 0 || i >= SLIMIO_SLOTS || !S.meta.slots[i].valid) { errno = ENOENT; return NULL; }
+        const slimioSlot *s = &S.meta.slots[i];
+        return slimioOpenSlotStream(&S.be, slimioSlotLba(&S.meta, i), s->length, s->crc, ra,
+                                    &S.load_stats);
+    }
+    if (!strncmp(name, WAL_STREAM, strlen(WAL_STREAM)))
+        return slimioOpenWalStream(&S.be, &S.meta, &S.cur_gen, ra, &S.load_stats);
+    errno = ENOENT;
+    return NULL;
+}
+
+int slimioTruncateStream(const char *name, off_t valid_up_to) {
+    if (strncmp(name, WAL_STREAM, strlen(WAL_STREAM))) { errno = EINVAL; return -1; }
+    int rc = slimioWalTruncate(&S.be, &S.meta, &S.cur_gen, (uint64_t)valid_up_to);
+    if (rc) { errno = rc < 0 && rc > -4096 ? -rc : EIO; return -1; }
+    /* The generation now ends there: recompute its end for the successor rule. */
+    uint32_t payload = slimioWalPayload(S.be.dev.lba_size);
+    uint64_t b = (uint64_t)valid_up_to / payload;
+    slimioWalEnd *end = &S.load_stats.end;
+    end->tail_used = (uint32_t)((uint64_t)valid_up_to % payload);
+    end->blocks = b + (end->tail_used ? 1 : 0);
+    end->bytes = (uint64_t)valid_up_to;
+    end->next_lba = slimioWalLba(&S.meta, S.cur_gen.start_lba, b);
+    end->next_seq = S.cur_gen.start_seq + b;
+    serverLog(LL_WARNING, "SlimIO: WAL generation %llu truncated to %lld bytes",
+              (unsigned long long)S.cur_gen.gen, (long long)valid_up_to);
+    return 0;
+}
+
+/* Does generation g start (a valid first block) where it says? */
+static int genStartsAt(const slimioWalGen *g) {
+    static unsigned char block[65536] __attribute__((aligned(4096)));
+    uint32_t used, lba = S.be.dev.lba_size;
+    return S.be.io.read(S.be.io.ctx, g->start_lba, 1, block) == 0 &&
+           slimioWalBlockCheck(block, lba, g->gen, g->start_seq, S.meta.format_id, &used) == SLIMIO_OK;
+}
+
+static const slimioWalGen *newestGen(void) {
+    return S.meta.gens[1].gen ? &S.meta.gens[1] : S.meta.gens[0].gen ? &S.meta.gens[0] : NULL;
+}
+
+int slimioLoadAppendOnlyFiles(void) {
+    long long start = ustime();
+    int on_demand = slimio_cfg.load_snapshot == SLIMIO_LOAD_ON_DEMAND;
+    int slot = slotWithRole(&S.meta, on_demand ? SLIMIO_ROLE_ON_DEMAND : SLIMIO_ROLE_WAL_SNAPSHOT);
+    const slimioWalGen *newest = newestGen();
+    slimioWalGen root;
+    memset(&root, 0, sizeof(root));
+    S.recovery_slot = -1;
+    if (slot >= 0 && !S.meta.slots[slot].valid) slot = -1;
+    if (on_demand && slot < 0)
+        fatal("slimio-load-snapshot on-demand, but the On-Demand slot of %s holds no snapshot: "
+              "set slimio-load-snapshot wal-snapshot", S.be.dev.path);
+    if (!on_demand) {
+        if (slot >= 0) {
+            for (int i = 0; i < SLIMIO_MAX_WAL_GENS; i++)
+                if (S.meta.gens[i].gen == S.meta.slots[slot].wal_gen) root = S.meta.gens[i];
+            if (!root.gen)
+                fatal("the WAL-Snapshot of %s names WAL generation %llu, which the metadata does "
+                      "not list: the layout is damaged (inspect it with slimio-admin inspect)",
+                      S.be.dev.path, (unsigned long long)S.meta.slots[slot].wal_gen);
+        } else if (S.meta.gens[0].gen) {
+            root = S.meta.gens[0];
+        }
+    }
+    /* Where the WAL continues by default: a first generation at the region's start. */
+    S.write_gen.gen = newest ? newest->gen + 1 : 1;
+    S.write_gen.start_lba = S.meta.wal_start;
+    S.write_gen.start_seq = 0;
+    if (slot < 0 && !root.gen) return AOF_NOT_EXIST;
+
+    int ret = AOF_OK;
+    uint64_t total = 0, device = 0, wal_bytes = 0, gens = 0;
+    startLoading(slot >= 0 ? S.meta.slots[slot].length : 0, RDBFLAGS_AOF_PREAMBLE, 0);
+    if (slot >= 0) {
+        char name[64];
+        snprintf(name, sizeof(name), SLOT_STREAM "%d", slot);
+        updateLoadingFileName(name);
+        long long t = ustime();
+        ret = loadSingleAppendOnlyFile(name);
+        total += S.load_stats.bytes;
+        device += S.load_stats.device_bytes;
+        if (ret == AOF_EMPTY) ret = AOF_OK;
+        if (ret != AOF_OK) {
+            serverLog(LL_WARNING, "SlimIO: loading the %s snapshot from slot %d failed",
+                      on_demand ? "On-Demand" : "WAL-Snapshot", slot);
+            if (ret == AOF_TRUNCATED) ret = AOF_FAILED;
+            goto done;
+        }
+        serverLog(LL_NOTICE, "SlimIO: loaded the %s snapshot from slot %d (%llu bytes) in %.3f seconds",
+                  on_demand ? "On-Demand" : "WAL-Snapshot", slot,
+                  (unsigned long long)S.meta.slots[slot].length, (float)(ustime() - t) / 1000000);
+        S.recovery_slot = slot;
+    }
+    if (on_demand) {
+        /* A point-in-time restore: the WAL belongs to another history. A new WAL-Snapshot
+         * of the restored data is written before the server accepts writes. */
+        S.restore_on_demand = 1;
+        goto done;
+    }
+    slimioWalGen g = root, last = root, next;
+    slimioWalEnd last_end;
+    memset(&last_end, 0, sizeof(last_end));
+    for (;;) {
+        char name[64];
+        snprintf(name, sizeof(name), WAL_STREAM "%llu", (unsigned long long)g.gen);
+        updateLoadingFileName(name);
+        S.cur_gen = g;
+        ret = loadSingleAppendOnlyFile(name);
+        total += S.load_stats.bytes;
+        wal_bytes += S.load_stats.bytes;
+        device += S.load_stats.device_bytes;
+        gens++;
+        if (ret == AOF_EMPTY) ret = AOF_OK;
+        if (ret == AOF_FAILED || ret == AOF_OPEN_ERR) goto done;
+        last = g;
+        last_end = S.load_stats.end;
+        slimioWalSuccessor(&S.meta, &g, &last_end, &next);
+        if (!genStartsAt(&next)) break;
+        if (ret == AOF_TRUNCATED)
+            fatal("WAL generation %llu ends in a torn command, but generation %llu follows it: "
+                  "the WAL is damaged (dump it with slimio-admin dump-wal)",
+                  (unsigned long long)g.gen, (unsigned long long)next.gen);
+        g = next;
+    }
+    if (newest && last.gen < newest->gen &&
+        !(next.gen == newest->gen && next.start_lba == newest->start_lba))
+        fatal("the WAL ends in generation %llu, but the metadata records generation %llu at LBA "
+              "%llu: WAL blocks are missing or corrupt (dump it with slimio-admin dump-wal)",
+              (unsigned long long)last.gen, (unsigned long long)newest->gen,
+              (unsigned long long)newest->start_lba);
+    /* Continue in an empty last generation, else in its successor. */
+    if (last_end.blocks == 0) S.write_gen = last;
+    else if (newest && next.gen == newest->gen) S.write_gen = *newest;
+    else S.write_gen = next;
+
+done:
+    stopLoading(ret == AOF_OK || ret == AOF_TRUNCATED);
+    if (ret == AOF_OK || ret == AOF_TRUNCATED) {
+        double secs = (double)(ustime() - start) / 1e6;
+        S.recovery_s = secs;
+        S.recovery_bytes = total;
+        S.recovery_wal_bytes = wal_bytes;
+        S.recovery_device_bytes = device;
+        S.recovery_gens = gens;
+        server.aof_current_size = (off_t)total;
+        server.aof_rewrite_base_size = slot >= 0 ? (off_t)S.meta.slots[slot].length : 0;
+        serverLog(LL_NOTICE, "SlimIO recovery: loaded %llu bytes in %.3f seconds (%.1f MB/s): "
+                  "snapshot slot %d, %llu WAL generation(s) with %llu bytes, %llu bytes read "
+                  "from the device", (unsigned long long)total, secs,
+                  secs > 0 ? (double)total / 1e6 / secs : 0.0, slot, (unsigned long long)gens,
+                  (unsigned long long)wal_bytes, (unsigned long long)device);
+    }
+    return ret;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Snapshots: the rio backend, the writer, promotion
+ * ---------------------------------------------------------------------------------- */
+
+static size_t rioSlimioWrite(rio *r, const void *buf, size_t len) {
+    int rc = slimioSlotWriterWrite(r->io.slimio.ctx, buf, len);
+    if (rc) errno = -rc;
+    return rc == 0;
+}
+
+static size_t rioSlimioRead(rio *r, void *buf, size_t len) {
+    UNUSED(r); UNUSED(buf); UNUSED(len);
+    return 0;   /* write-only */
+}
+
+static off_t rioSlimioTell(rio *r) {
+    return (off_t)((slimioSlotWriter *)r->io.slimio.ctx)->length;
+}
+
+static int rioSlimioFlush(rio *r) {
+    UNUSED(r);
+    return 1;   /* durability comes with slimioSlotWriterFinish */
+}
+
+/* A rio that writes into a SlimIO slot. */
+static void rioInitWithSlimio(rio *r, slimioSlotWriter *w) {
+    memset(r, 0, sizeof(*r));
+    r->read = rioSlimioRead;
+    r->write = rioSlimioWrite;
+    r->tell = rioSlimioTell;
+    r->flush = rioSlimioFlush;
+    r->io.slimio.ctx = w;
+}
+
+/* Write a snapshot of the dataset (kind WAL-Snapshot or On-Demand) into the Reserve slot,
+ * in this process, and fill the shared report. C_OK when it is durable. */
+static int writeSnapshot(int kind, rdbSaveInfo *rsi) {
+    char err[256];
+    long long start = ustime();
+    int slot = slotWithRole(&S.meta, SLIMIO_ROLE_RESERVE);
+    memset(S.report, 0, sizeof(*S.report));
+    S.report->pid = getpid();
+    S.report->kind = kind;
+    S.report->slot = slot;
+    if (slot < 0) {
+        serverLog(LL_WARNING, "SlimIO: no Reserve slot in the metadata of %s", S.be.dev.path);
+        return C_ERR;
+    }
+    uint64_t before = atomic_load(&S.be.bytes_written[kind]);
+    slimioSlotWriter w;
+    if (slimioSlotWriterOpen(&w, &S.be, slimioSlotLba(&S.meta, slot), S.meta.slot_lbas, kind,
+                             (unsigned)slimio_cfg.ring_entries, slimio_cfg.sqpoll,
+                             (size_t)slimio_cfg.snapshot_buffer_size, err, sizeof(err)) < 0) {
+        serverLog(LL_WARNING, "SlimIO: cannot start the %s snapshot: %s", kindName(kind), err);
+        return C_ERR;
+    }
+    rio r;
+    rioInitWithSlimio(&r, &w);
+    int rdbflags = kind == SLIMIO_KIND_WAL_SNAPSHOT ? RDBFLAGS_AOF_PREAMBLE : RDBFLAGS_NONE;
+    startSaving(rdbflags);
+    int error = 0, ok;
+    if (kind == SLIMIO_KIND_WAL_SNAPSHOT && !server.aof_use_rdb_preamble)
+        ok = rewriteAppendOnlyFileRio(&r) == C_OK;
+    else
+        ok = rdbSaveRio(SLAVE_REQ_NONE, &r, &error, rdbflags, rsi) == C_OK;
+    if (!ok) {
+        int rc = w.error;
+        slimioSlotWriterAbort(&w);
+        stopSaving(0);
+        serverLog(LL_WARNING, "SlimIO: writing the %s snapshot to slot %d failed: %s%s",
+                  kindName(kind), slot, rc ? strerror(-rc) : "serialization error",
+                  rc == -ENOSPC ? " (the snapshot does not fit the slot: format the device with "
+                                  "larger slots, slimio-slot-size)" : "");
+        return C_ERR;
+    }
+    uint64_t length;
+    uint32_t crc;
+    int rc = slimioSlotWriterFinish(&w, &length, &crc);
+    stopSaving(rc == 0);
+    if (rc) {
+        serverLog(LL_WARNING, "SlimIO: making the %s snapshot durable failed: %s",
+                  kindName(kind), strerror(-rc));
+        return C_ERR;
+    }
+    double secs = (double)(ustime() - start) / 1e6;
+    S.report->ok = 1;
+    S.report->length = length;
+    S.report->crc = crc;
+    S.report->device_bytes = atomic_load(&S.be.bytes_written[kind]) - before;
+    S.report->seconds = secs;
+    serverLog(LL_NOTICE, "SlimIO: %s snapshot of %llu bytes written to slot %d in %.3f seconds "
+              "(%.1f MB/s)", kindName(kind), (unsigned long long)length, slot, secs,
+              secs > 0 ? (double)length / 1e6 / secs : 0.0);
+    return C_OK;
+}
+
+/* Promote the reported snapshot: one metadata commit makes the Reserve slot the new
+ * WAL-Snapshot (with root as its first WAL generation) or On-Demand snapshot, and the slot
+ * it replaces the Reserve. */
+static int promote(const slimioReport *rep, const slimioWalGen *root) {
+    int role = rep->kind == SLIMIO_KIND_WAL_SNAPSHOT ? SLIMIO_ROLE_WAL_SNAPSHOT : SLIMIO_ROLE_ON_DEMAND;
+    int old = slotWithRole(&S.meta, role);
+    if (rep->slot < 0 || S.meta.slots[rep->slot].role != SLIMIO_ROLE_RESERVE || old < 0) {
+        serverLog(LL_WARNING, "SlimIO: slot %d is not the Reserve slot: not promoted", rep->slot);
+        return C_ERR;
+    }
+    if (slimioFailpoint(SLIMIO_FP_PROMOTE_BEFORE_COMMIT)) return C_ERR;
+    slimioMeta next = S.meta;
+    slimioSlot *s = &next.slots[rep->slot];
+    s->role = (uint8_t)role;
+    s->valid = 1;
+    s->length = rep->length;
+    s->crc = rep->crc;
+    s->wal_gen = root ? root->gen : 0;
+    memset(&next.slots[old], 0, sizeof(next.slots[old]));
+    next.slots[old].role = SLIMIO_ROLE_RESERVE;
+    if (root) {
+        /* The WAL before root is no longer needed. */
+        next.gens[0] = *root;
+        if (next.gens[1].gen == root->gen) memset(&next.gens[1], 0, sizeof(next.gens[1]));
+    }
+    int rc = slimioMetaCommit(&S.be.io, &next);
+    if (rc) {
+        serverLog(LL_WARNING, "SlimIO: committing the promotion of slot %d failed: %s", rep->slot,
+                  rc < 0 && rc > -4096 ? strerror(-rc) : slimioStrerror(rc));
+        return C_ERR;
+    }
+    S.meta = next;
+    slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_COMMIT);
+    if (root && S.wal_open) slimioWalRelease(&S.wal, root);
+    S.snapshots[rep->kind]++;
+    S.promotions++;
+    S.last_snapshot_bytes = rep->length;
+    S.last_snapshot_s = rep->seconds;
+    S.last_snapshot_kind = rep->kind;
+    atomic_fetch_add(&S.be.bytes_written[rep->kind], rep->pid != getpid() ? rep->device_bytes : 0);
+    serverLog(LL_NOTICE, "SlimIO: slot %d promoted to %s (%llu bytes); slot %d is the Reserve",
+              rep->slot, slimioRoleName((uint8_t)role), (unsigned long long)rep->length, old);
+    return C_OK;
+}
+
+int slimioRewriteAppendOnlyFile(void) {
+    return writeSnapshot(SLIMIO_KIND_WAL_SNAPSHOT, NULL);
+}
+
+int slimioRewriteDone(void) {
+    slimioReport rep = *S.report;
+    if (rep.pid != server.child_pid || !rep.ok || rep.kind != SLIMIO_KIND_WAL_SNAPSHOT) {
+        serverLog(LL_WARNING, "SlimIO: the rewrite child %ld reported no durable WAL-Snapshot",
+                  (long)server.child_pid);
+        return C_ERR;
+    }
+    if (promote(&rep, &S.rewrite_gen) != C_OK) return C_ERR;
+    server.aof_current_size = (off_t)rep.length + server.aof_last_incr_size;
+    server.aof_rewrite_base_size = server.aof_current_size;
+    return C_OK;
+}
+
+int slimioRdbSave(int req, rdbSaveInfo *rsi, int rdbflags) {
+    UNUSED(req); UNUSED(rdbflags);
+    if (writeSnapshot(SLIMIO_KIND_ON_DEMAND, rsi) != C_OK) return C_ERR;
+    if (getpid() == server.pid) {
+        /* SAVE, or a save at shutdown: this process promotes it at once. */
+        if (promote(S.report, NULL) != C_OK) return C_ERR;
+        serverLog(LL_NOTICE, "DB saved on disk");
+        server.dirty = 0;
+        server.lastsave = time(NULL);
+        server.lastbgsave_status = C_OK;
+    }
+    return C_OK;
+}
+
+int slimioBgsaveDone(void) {
+    slimioReport rep = *S.report;
+    if (rep.pid != server.child_pid || !rep.ok || rep.kind != SLIMIO_KIND_ON_DEMAND) {
+        serverLog(LL_WARNING, "SlimIO: the BGSAVE child %ld reported no durable snapshot",
+                  (long)server.child_pid);
+        return C_ERR;
+    }
+    return promote(&rep, NULL);
+}
+
+/* ------------------------------------------------------------------------------------
+ * WAL-Path
+ * ---------------------------------------------------------------------------------- */
+
+static void walFull(void *ctx) {
+    UNUSED(ctx);
+    if (server.child_type != CHILD_TYPE_AOF && !server.aof_rewrite_scheduled) {
+        serverLog(LL_WARNING, "SlimIO: the WAL region of %s is full: scheduling an AOF rewrite "
+                  "(WAL-Snapshot) to free it", S.be.dev.path);
+        server.aof_rewrite_scheduled = 1;
+    }
+}
+
+void slimioOpenWalOnServerStart(void) {
+    char err[512];
+    if (slimioWalOpen(&S.wal, &S.be, &S.meta, (unsigned)slimio_cfg.ring_entries,
+                      (size_t)slimio_cfg.wal_buffer_size, err, sizeof(err)) < 0)
+        fatal("%s", err);
+    S.wal.on_full = walFull;
+    S.wal_open = 1;
+    if (S.restore_on_demand) {
+        /* Rebase: the restored dataset becomes the WAL-Snapshot of a fresh WAL history. */
+        if (writeSnapshot(SLIMIO_KIND_WAL_SNAPSHOT, NULL) != C_OK ||
+            promote(S.report, &S.write_gen) != C_OK)
+            fatal("cannot write the WAL-Snapshot of the restored On-Demand snapshot");
+        S.restore_on_demand = 0;
+    }
+    if (slimioWalBegin(&S.wal, &S.write_gen) < 0)
+        fatal("cannot record WAL generation %llu in the metadata of %s: %s",
+              (unsigned long long)S.write_gen.gen, S.be.dev.path, strerror(errno));
+    /* Redis keeps an AOF descriptor open while the AOF is on; SlimIO's is /dev/null, so
+     * that no stock code path can ever write to the SlimIO device through it. */
+    server.aof_fd = open("/dev/null", O_WRONLY | O_CLOEXEC);
+    if (server.aof_fd < 0) fatal("cannot open /dev/null: %s", strerror(errno));
+    server.aof_last_incr_size = 0;
+    server.aof_last_incr_fsync_offset = 0;
+    serverLog(LL_NOTICE, "SlimIO: WAL generation %llu at LBA %llu (%llu of %llu WAL LBAs in use)",
+              (unsigned long long)S.wal.gen.gen, (unsigned long long)S.wal.gen.start_lba,
+              (unsigned long long)slimioWalUsedBlocks(&S.wal), (unsigned long long)S.meta.wal_lbas);
+}
+
+int slimioOpenNewIncrAof(void) {
+    if (slimioWalNewGeneration(&S.wal) < 0) {
+        serverLog(LL_WARNING, "SlimIO: cannot begin a new WAL generation: %s", strerror(errno));
+        return C_ERR;
+    }
+    S.rewrite_gen = S.wal.gen;
+    server.aof_last_incr_size = 0;
+    server.aof_last_incr_fsync_offset = 0;
+    server.aof_last_fsync = server.unixtime;
+    serverLog(LL_NOTICE, "SlimIO: WAL generation %llu at LBA %llu on background rewrite",
+              (unsigned long long)S.wal.gen.gen, (unsigned long long)S.wal.gen.start_lba);
+    return C_OK;
+}
+
+ssize_t slimioAofWrite(const char *buf, size_t len) {
+    return slimioWalAppend(&S.wal, buf, len);
+}
+
+int slimioAofFsync(void) {
+    return S.wal_open ? slimioWalSync(&S.wal) : 0;
+}
+
+void slimioAofBackgroundFsync(void) {
+    if (S.wal_open) slimioWalFlushAsync(&S.wal);
+}
+
+int slimioRefuseAppendonlyChange(const char **err) {
+    *err = "appendonly cannot change while slimio-device is set (SlimIO is the AOF's storage)";
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------
+ * INFO slimio
+ * ---------------------------------------------------------------------------------- */
+
+sds slimioGenInfoString(sds info) {
+    info = sdscatprintf(info, "# SlimIO\r\nslimio_enabled:%d\r\n", S.enabled);
+    if (!S.enabled) return info;
+    const slimioMeta *m = &S.meta;
+    info = sdscatprintf(info,
+        "slimio_device:%s\r\nslimio_backend:%s\r\nslimio_lba_size:%u\r\nslimio_device_lbas:%llu\r\n"
+        "slimio_format_id:%016llx\r\nslimio_meta_seq:%llu\r\n"
+        "slimio_wal_start_lba:%llu\r\nslimio_wal_lbas:%llu\r\n"
+        "slimio_slot_start_lba:%llu\r\nslimio_slot_lbas:%llu\r\n",
+        S.be.dev.path, S.be.ops->name, S.be.dev.lba_size, (unsigned long long)S.be.dev.lbas,
+        (unsigned long long)m->format_id, (unsigned long long)m->seq,
+        (unsigned long long)m->wal_start, (unsigned long long)m->wal_lbas,
+        (unsigned long long)m->slot_start, (unsigned long long)m->slot_lbas);
+    for (int i = 0; i < SLIMIO_SLOTS; i++)
+        info = sdscatprintf(info, "slimio_slot%d:role=%s,valid=%d,length=%llu,wal_gen=%llu,lba=%llu\r\n",
+            i, slimioRoleName(m->slots[i].role), m->slots[i].valid,
+            (unsigned long long)m->slots[i].length, (unsigned long long)m->slots[i].wal_gen,
+            (unsigned long long)slimioSlotLba(m, i));
+    for (int k = 1; k < SLIMIO_KINDS; k++)
+        info = sdscatprintf(info, "slimio_placement_%s:%d\r\n", kindName(k),
+                            S.be.placement[k] == SLIMIO_NO_PLACEMENT ? -1 : S.be.placement[k]);
+    if (S.wal_open) {
+        slimioWal *w = &S.wal;
+        pthread_mutex_lock(&w->lock);
+        info = sdscatprintf(info,
+            "slimio_wal_gen:%llu\r\nslimio_wal_oldest_gen:%llu\r\nslimio_wal_head_lba:%llu\r\n"
+            "slimio_wal_tail_lba:%llu\r\nslimio_wal_used_lbas:%llu\r\nslimio_wal_free_lbas:%llu\r\n"
+            "slimio_wal_gen_appended_bytes:%llu\r\nslimio_wal_gen_written_bytes:%llu\r\n"
+            "slimio_wal_gen_durable_bytes:%llu\r\nslimio_wal_appends:%llu\r\nslimio_wal_bytes:%llu\r\n"
+            "slimio_wal_batches:%llu\r\nslimio_wal_flushes:%llu\r\nslimio_wal_syncs:%llu\r\n"
+            "slimio_wal_sync_wait_us:%llu\r\nslimio_wal_full_events:%llu\r\n"
+            "slimio_wal_staging_waits:%llu\r\nslimio_wal_error:%d\r\n",
+            (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
+            (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
+            (unsigned long long)slimioWalUsedBlocks(w),
+            (unsigned long long)(m->wal_lbas - slimioWalUsedBlocks(w)),
+            (unsigned long long)w->appended, (unsigned long long)w->written,
+            (unsigned long long)w->durable, (unsigned long long)w->stat_appends,
+            (unsigned long long)w->stat_bytes, (unsigned long long)w->stat_batches,
+            (unsigned long long)w->stat_flushes, (unsigned long long)w->stat_syncs,
+            (unsigned long long)w->stat_sync_wait_us, (unsigned long long)w->stat_full,
+            (unsigned long long)w->stat_stage_waits, w->error);
+        pthread_mutex_unlock(&w->lock);
+        slimioRingStats *rs = &w->ring.stats;
+        info = sdscatprintf(info,
+            "slimio_wal_ring_requests:%llu\r\nslimio_wal_ring_commands:%llu\r\n"
+            "slimio_wal_ring_submits:%llu\r\nslimio_wal_ring_completions:%llu\r\n"
+            "slimio_wal_ring_inflight_max:%llu\r\nslimio_wal_ring_errors:%llu\r\n",
+            (unsigned long long)rs->requests, (unsigned long long)rs->commands,
+            (unsigned long long)rs->submits, (unsigned long long)rs->completions,
+            (unsigned long long)rs->inflight_max, (unsigned long long)rs->errors);
+    }
+    for (int k = 0; k < SLIMIO_KINDS; k++)
+        info = sdscatprintf(info, "slimio_bytes_written_%s:%llu\r\n", kindName(k),
+                            (unsigned long long)atomic_load(&S.be.bytes_written[k]));
+    info = sdscatprintf(info,
+        "slimio_sqpoll:%d\r\nslimio_snapshots_wal_snapshot:%llu\r\nslimio_snapshots_on_demand:%llu\r\n"
+        "slimio_promotions:%llu\r\nslimio_last_snapshot_kind:%s\r\nslimio_last_snapshot_bytes:%llu\r\n"
+        "slimio_last_snapshot_time_s:%.3f\r\nslimio_last_snapshot_mbps:%.1f\r\n"
+        "slimio_recovery_slot:%d\r\nslimio_recovery_wal_gens:%llu\r\nslimio_recovery_wal_bytes:%llu\r\n"
+        "slimio_recovery_bytes:%llu\r\nslimio_recovery_device_bytes:%llu\r\n"
+        "slimio_recovery_time_s:%.3f\r\nslimio_recovery_mbps:%.1f\r\n",
+        slimio_cfg.sqpoll, (unsigned long long)S.snapshots[SLIMIO_KIND_WAL_SNAPSHOT],
+        (unsigned long long)S.snapshots[SLIMIO_KIND_ON_DEMAND], (unsigned long long)S.promotions,
+        S.promotions ? kindName(S.last_snapshot_kind) : "none",
+        (unsigned long long)S.last_snapshot_bytes, S.last_snapshot_s,
+        S.last_snapshot_s > 0 ? (double)S.last_snapshot_bytes / 1e6 / S.last_snapshot_s : 0.0,
+        S.recovery_slot, (unsigned long long)S.recovery_gens,
+        (unsigned long long)S.recovery_wal_bytes, (unsigned long long)S.recovery_bytes,
+        (unsigned long long)S.recovery_device_bytes, S.recovery_s,
+        S.recovery_s > 0 ? (double)S.recovery_bytes / 1e6 / S.recovery_s : 0.0);
+    return info;
+}

@@ -1,0 +1,486 @@
+/* Snapshot writer and read-ahead streams: see slimio_snap.h. */
+#define _GNU_SOURCE
+#include "slimio_snap.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "slimio_crc32c.h"
+#include "slimio_failpoint.h"
+
+static void *alignedAlloc(size_t align, size_t bytes) {
+    void *p = NULL;
+    if (posix_memalign(&p, align < 4096 ? 4096 : align, bytes)) return NULL;
+    return p;
+}
+
+/* ------------------------------------------------------------------------------------
+ * Slot writer
+ * ---------------------------------------------------------------------------------- */
+
+static void slotBufDone(slimioReq *req, int res) {
+    slimioSlotBuf *b = req->ctx;
+    slimioSlotWriter *w = b->w;
+    pthread_mutex_lock(&w->lock);
+    b->busy = 0;
+    if (res && !w->error) w->error = res;
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int slimioSlotWriterOpen(slimioSlotWriter *w, slimioBackend *be, uint64_t slot_lba,
+                         uint64_t slot_lbas, slimioDataKind kind, unsigned ring_entries,
+                         int sqpoll, size_t buf_bytes, char *err, size_t errlen) {
+    memset(w, 0, sizeof(*w));
+    w->be = be;
+    w->kind = kind;
+    w->slot_lba = slot_lba;
+    w->slot_lbas = slot_lbas;
+    w->next_lba = slot_lba;
+    uint32_t lba = be->dev.lba_size;
+    if (buf_bytes < lba) buf_bytes = lba;
+    w->buf_bytes = buf_bytes / lba * lba;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    for (int i = 0; i < SLIMIO_SNAP_BUFS; i++) {
+        w->bufs[i].w = w;
+        w->bufs[i].req.ctx = &w->bufs[i];
+        w->bufs[i].req.done = slotBufDone;
+        w->bufs[i].data = alignedAlloc(lba, w->buf_bytes);
+        if (!w->bufs[i].data) {
+            snprintf(err, errlen, "cannot allocate %zu-byte snapshot buffers", w->buf_bytes);
+            slimioSlotWriterAbort(w);
+            return -1;
+        }
+    }
+    if (slimioRingInit(&w->ring, be, ring_entries, sqpoll, err, errlen) < 0) {
+        slimioSlotWriterAbort(w);
+        return -1;
+    }
+    slimioFailpoint(SLIMIO_FP_SNAPSHOT_BEGIN);
+    return 0;
+}
+
+/* Submit the current buffer (fill bytes, padded to whole LBAs) and move to the next one,
+ * waiting until it is free. */
+static int submitCurrent(slimioSlotWriter *w) {
+    uint32_t lba = w->be->dev.lba_size;
+    slimioSlotBuf *b = &w->bufs[w->cur];
+    uint32_t nlb = (uint32_t)((w->fill + lba - 1) / lba);
+    if (w->next_lba + nlb > w->slot_lba + w->slot_lbas) return -ENOSPC;
+    memset(b->data + w->fill, 0, (size_t)nlb * lba - w->fill);
+    pthread_mutex_lock(&w->lock);
+    b->busy = 1;
+    pthread_mutex_unlock(&w->lock);
+    int rc = slimioRingWrite(&w->ring, w->next_lba, nlb, b->data, w->kind, &b->req);
+    if (rc) {
+        b->busy = 0;
+        return rc;
+    }
+    w->next_lba += nlb;
+    if (++w->chunks == 1) slimioFailpoint(SLIMIO_FP_SNAPSHOT_MID);
+    w->cur = (w->cur + 1) % SLIMIO_SNAP_BUFS;
+    w->fill = 0;
+    pthread_mutex_lock(&w->lock);
+    while (w->bufs[w->cur].busy && !w->error) pthread_cond_wait(&w->cond, &w->lock);
+    rc = w->error;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int slimioSlotWriterWrite(slimioSlotWriter *w, const void *buf, size_t len) {
+    const unsigned char *p = buf;
+    if (w->error) return w->error;
+    uint64_t cap = w->slot_lbas * w->be->dev.lba_size;
+    if (w->length + len > cap) return w->error = -ENOSPC;
+    w->crc = slimioCrc32c(w->crc, buf, len);
+    w->length += len;
+    while (len) {
+        size_t n = w->buf_bytes - w->fill;
+        if (n > len) n = len;
+        memcpy(w->bufs[w->cur].data + w->fill, p, n);
+        w->fill += n;
+        p += n;
+        len -= n;
+        if (w->fill == w->buf_bytes) {
+            int rc = submitCurrent(w);
+            if (rc) return w->error = rc;
+        }
+    }
+    return 0;
+}
+
+static void waitIdle(slimioSlotWriter *w) {
+    pthread_mutex_lock(&w->lock);
+    for (int i = 0; i < SLIMIO_SNAP_BUFS; i++)
+        while (w->bufs[i].busy) pthread_cond_wait(&w->cond, &w->lock);
+    pthread_mutex_unlock(&w->lock);
+}
+
+int slimioSlotWriterFinish(slimioSlotWriter *w, uint64_t *length, uint32_t *crc) {
+    int rc = w->error;
+    if (!rc && w->fill) rc = submitCurrent(w);
+    waitIdle(w);
+    if (!rc) rc = w->error;
+    if (!rc) {
+        slimioFailpoint(SLIMIO_FP_SNAPSHOT_AFTER_WRITE);
+        slimioWaiter fw;
+        slimioWaiterInit(&fw);
+        rc = slimioRingFlush(&w->ring, &fw.req);
+        if (!rc) rc = slimioWaiterWait(&fw);
+        slimioWaiterDestroy(&fw);
+    }
+    if (!rc) slimioFailpoint(SLIMIO_FP_SNAPSHOT_AFTER_FLUSH);
+    *length = w->length;
+    *crc = w->crc;
+    slimioSlotWriterAbort(w);
+    return rc;
+}
+
+void slimioSlotWriterAbort(slimioSlotWriter *w) {
+    if (w->ring.started) {
+        waitIdle(w);
+        slimioRingShutdown(&w->ring);
+    }
+    for (int i = 0; i < SLIMIO_SNAP_BUFS; i++) {
+        free(w->bufs[i].data);
+        w->bufs[i].data = NULL;
+    }
+}
+
+/* ------------------------------------------------------------------------------------
+ * Read-ahead reader over a circular LBA region: two chunks, the next one always in flight.
+ * ---------------------------------------------------------------------------------- */
+
+typedef struct prefetch {
+    slimioBackend *be;
+    slimioRing ring;
+    uint64_t region_start, region_lbas;     /* reads wrap inside this region */
+    uint64_t start;                         /* first LBA to read */
+    uint64_t total;                         /* LBAs to read at most */
+    uint32_t chunk_lbas;
+    uint64_t issued;                        /* LBAs requested so far */
+    struct { slimioWaiter w; unsigned char *data; uint32_t nlb; int pending; } buf[2];
+    int next;                               /* buffer the next chunk comes from */
+    uint64_t device_bytes;
+} prefetch;
+
+static void prefetchIssue(prefetch *pf, int i) {
+    pf->buf[i].nlb = 0;
+    pf->buf[i].pending = 0;
+    if (pf->issued >= pf->total) return;
+    uint64_t lba = pf->region_start + (pf->start - pf->region_start + pf->issued) % pf->region_lbas;
+    uint64_t n = pf->chunk_lbas;
+    if (n > pf->total - pf->issued) n = pf->total - pf->issued;
+    if (n > pf->region_start + pf->region_lbas - lba) n = pf->region_start + pf->region_lbas - lba;
+    if (slimioRingRead(&pf->ring, lba, (uint32_t)n, pf->buf[i].data, &pf->buf[i].w.req) == 0) {
+        pf->buf[i].nlb = (uint32_t)n;
+        pf->buf[i].pending = 1;
+        pf->issued += n;
+    }
+}
+
+static int prefetchInit(prefetch *pf, slimioBackend *be, uint64_t region_start,
+                        uint64_t region_lbas, uint64_t start, uint64_t total, size_t chunk) {
+    memset(pf, 0, sizeof(*pf));
+    pf->be = be;
+    pf->region_start = region_start;
+    pf->region_lbas = region_lbas;
+    pf->start = start;
+    pf->total = total;
+    pf->chunk_lbas = (uint32_t)(chunk / be->dev.lba_size);
+    if (pf->chunk_lbas == 0) pf->chunk_lbas = 1;
+    char err[256];
+    if (slimioRingInit(&pf->ring, be, 8, 0, err, sizeof(err)) < 0) { errno = EIO; return -1; }
+    for (int i = 0; i < 2; i++) {
+        slimioWaiterInit(&pf->buf[i].w);
+        pf->buf[i].data = alignedAlloc(be->dev.lba_size, (size_t)pf->chunk_lbas * be->dev.lba_size);
+        if (!pf->buf[i].data) { errno = ENOMEM; return -1; }
+    }
+    prefetchIssue(pf, 0);
+    prefetchIssue(pf, 1);
+    return 0;
+}
+
+/* The next chunk (NULL at the end), *nlb its LBAs; the chunk returned before it is reused
+ * for read-ahead, so only the latest chunk is valid. Negative errno in *rc on error. */
+static unsigned char *prefetchNext(prefetch *pf, uint32_t *nlb, int *rc) {
+    int i = pf->next;
+    *rc = 0;
+    /* Recycle the other buffer (returned last time) for read-ahead. */
+    int other = 1 - i;
+    if (!pf->buf[other].pending && pf->buf[other].nlb == 0 && pf->issued < pf->total
+        && pf->device_bytes > 0)
+        prefetchIssue(pf, other);
+    if (!pf->buf[i].pending) return NULL;
+    *rc = slimioWaiterWait(&pf->buf[i].w);
+    pf->buf[i].pending = 0;
+    if (*rc) return NULL;
+    *nlb = pf->buf[i].nlb;
+    pf->buf[i].nlb = 0;         /* consumed: free for read-ahead on the next call */
+    pf->device_bytes += (uint64_t)*nlb * pf->be->dev.lba_size;
+    pf->next = other;
+    return pf->buf[i].data;
+}
+
+static void prefetchFree(prefetch *pf) {
+    if (pf->ring.started) slimioRingShutdown(&pf->ring);
+    for (int i = 0; i < 2; i++) {
+        free(pf->buf[i].data);
+        slimioWaiterDestroy(&pf->buf[i].w);
+    }
+}
+
+/* ------------------------------------------------------------------------------------
+ * Streams
+ * ---------------------------------------------------------------------------------- */
+
+typedef struct stream {
+    slimioBackend *be;
+    int is_wal;
+    prefetch pf;
+    size_t readahead;
+    /* Slot streams. */
+    uint64_t slot_lba, length;
+    uint32_t want_crc, crc;
+    /* WAL streams. */
+    slimioMeta meta;
+    slimioWalGen gen;
+    uint64_t block;             /* index of the next block to check */
+    int ended;
+    /* Current chunk and cursor. */
+    unsigned char *chunk;
+    uint32_t chunk_nlb;
+    uint64_t chunk_index;       /* number of chunks taken so far */
+    const unsigned char *cur;   /* undelivered bytes */
+    size_t cur_len;
+    uint32_t chunk_block;       /* WAL: next block within the chunk */
+    uint64_t pos;               /* logical bytes delivered */
+    slimioStreamStats *stats, own_stats;
+} stream;
+
+static int streamStart(stream *s) {
+    uint32_t lba = s->be->dev.lba_size;
+    int rc;
+    if (s->is_wal)
+        rc = prefetchInit(&s->pf, s->be, s->meta.wal_start, s->meta.wal_lbas, s->gen.start_lba,
+                          s->meta.wal_lbas, s->readahead);
+    else
+        rc = prefetchInit(&s->pf, s->be, s->slot_lba, (s->length + lba - 1) / lba + 1,
+                          s->slot_lba, (s->length + lba - 1) / lba, s->readahead);
+    s->chunk = NULL;
+    s->chunk_nlb = 0;
+    s->chunk_index = 0;
+    s->cur = NULL;
+    s->cur_len = 0;
+    s->chunk_block = 0;
+    s->block = 0;
+    s->ended = 0;
+    s->pos = 0;
+    s->crc = 0;
+    memset(&s->stats->end, 0, sizeof(s->stats->end));
+    s->stats->end.next_lba = s->gen.start_lba;
+    s->stats->end.next_seq = s->gen.start_seq;
+    return rc;
+}
+
+/* Slot: make cur/cur_len the next bytes. 0 at the end, 1 with data, -1 on error. */
+static int slotFill(stream *s) {
+    uint32_t lba = s->be->dev.lba_size;
+    if (s->pos >= s->length) return 0;
+    int rc;
+    uint32_t nlb;
+    unsigned char *c = prefetchNext(&s->pf, &nlb, &rc);
+    if (rc) { errno = -rc; return -1; }
+    if (!c) { errno = EIO; return -1; }
+    s->chunk_index++;
+    s->chunk = c;
+    s->chunk_nlb = nlb;
+    uint64_t n = (uint64_t)nlb * lba;
+    if (n > s->length - s->pos) n = s->length - s->pos;
+    s->cur = c;
+    s->cur_len = n;
+    return 1;
+}
+
+/* WAL: make cur/cur_len the next valid block's payload. */
+static int walFill(stream *s) {
+    uint32_t lba = s->be->dev.lba_size, payload = slimioWalPayload(lba);
+    slimioWalEnd *end = &s->stats->end;
+    while (!s->ended) {
+        if (!s->chunk || s->chunk_block >= s->chunk_nlb) {
+            int rc;
+            uint32_t nlb;
+            unsigned char *c = prefetchNext(&s->pf, &nlb, &rc);
+            if (rc) { errno = -rc; return -1; }
+            if (!c) { s->ended = 1; end->stop = SLIMIO_OK; break; }
+            s->chunk = c;
+            s->chunk_nlb = nlb;
+            s->chunk_block = 0;
+            s->chunk_index++;
+        }
+        const unsigned char *block = s->chunk + (size_t)s->chunk_block * lba;
+        uint32_t used = 0;
+        int st = slimioWalBlockCheck(block, lba, s->gen.gen, s->gen.start_seq + s->block,
+                                     s->meta.format_id, &used);
+        if (st != SLIMIO_OK) { s->ended = 1; end->stop = st; break; }
+        s->chunk_block++;
+        uint64_t i = s->block++;
+        end->blocks++;
+        end->bytes += used;
+        if (used < payload) {
+            end->tail_used = used;
+            end->next_lba = slimioWalLba(&s->meta, s->gen.start_lba, i);
+            end->next_seq = s->gen.start_seq + i;
+            s->ended = 1;
+            end->stop = SLIMIO_OK;
+        } else {
+            end->next_lba = slimioWalLba(&s->meta, s->gen.start_lba, i + 1);
+            end->next_seq = s->gen.start_seq + i + 1;
+        }
+        s->cur = block + SLIMIO_WAL_HDR_SIZE;
+        s->cur_len = used;
+        return 1;
+    }
+    return 0;
+}
+
+static ssize_t streamRead(void *cookie, char *buf, size_t size) {
+    stream *s = cookie;
+    size_t done = 0;
+    while (done < size) {
+        if (s->cur_len == 0) {
+            int r = s->is_wal ? walFill(s) : slotFill(s);
+            if (r < 0) return done ? (ssize_t)done : -1;
+            if (r == 0) break;
+            continue;
+        }
+        size_t n = s->cur_len < size - done ? s->cur_len : size - done;
+        memcpy(buf + done, s->cur, n);
+        if (!s->is_wal) s->crc = slimioCrc32c(s->crc, s->cur, n);
+        s->cur += n;
+        s->cur_len -= n;
+        s->pos += n;
+        done += n;
+    }
+    s->stats->bytes = s->pos;
+    s->stats->device_bytes = s->pf.device_bytes;
+    if (!s->is_wal && s->pos == s->length && done < size && s->crc != s->want_crc) {
+        /* At the end of a slot: the content must be what was made durable. */
+        errno = EIO;
+        s->stats->stop = SLIMIO_ERR_CRC;
+        return done ? (ssize_t)done : -1;
+    }
+    if (!s->is_wal && s->pos == s->length && done == 0 && s->crc != s->want_crc) {
+        errno = EIO;
+        return -1;
+    }
+    return (ssize_t)done;
+}
+
+static int streamSeek(void *cookie, off64_t *off, int whence) {
+    stream *s = cookie;
+    if (whence == SEEK_CUR && *off == 0) { *off = (off64_t)s->pos; return 0; }
+    if (whence == SEEK_SET && *off == 0) {
+        if (s->pos == 0) return 0;
+        if (!s->is_wal && s->chunk_index == 1 && s->chunk) {
+            /* Still in the first chunk: rewind within it. */
+            uint64_t n = (uint64_t)s->chunk_nlb * s->be->dev.lba_size;
+            if (n > s->length) n = s->length;
+            s->cur = s->chunk;
+            s->cur_len = n;
+            s->pos = 0;
+            s->crc = 0;
+            return 0;
+        }
+        prefetchFree(&s->pf);
+        if (streamStart(s) < 0) return -1;
+        return 0;
+    }
+    errno = EINVAL;
+    return -1;
+}
+
+static int streamClose(void *cookie) {
+    stream *s = cookie;
+    s->stats->bytes = s->pos;
+    s->stats->device_bytes = s->pf.device_bytes;
+    prefetchFree(&s->pf);
+    free(s);
+    return 0;
+}
+
+static FILE *openStream(stream *s, slimioStreamStats *stats) {
+    s->stats = stats ? stats : &s->own_stats;
+    memset(s->stats, 0, sizeof(*s->stats));
+    if (streamStart(s) < 0) {
+        int e = errno;
+        prefetchFree(&s->pf);
+        free(s);
+        errno = e;
+        return NULL;
+    }
+    cookie_io_functions_t fns = { .read = streamRead, .write = NULL, .seek = streamSeek,
+                                  .close = streamClose };
+    FILE *fp = fopencookie(s, "r", fns);
+    if (!fp) {
+        int e = errno;
+        prefetchFree(&s->pf);
+        free(s);
+        errno = e;
+        return NULL;
+    }
+    setvbuf(fp, NULL, _IOFBF, 1 << 16);
+    return fp;
+}
+
+FILE *slimioOpenSlotStream(slimioBackend *be, uint64_t slot_lba, uint64_t length,
+                           uint32_t crc, size_t readahead_bytes, slimioStreamStats *stats) {
+    stream *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->be = be;
+    s->slot_lba = slot_lba;
+    s->length = length;
+    s->want_crc = crc;
+    s->readahead = readahead_bytes;
+    return openStream(s, stats);
+}
+
+FILE *slimioOpenWalStream(slimioBackend *be, const slimioMeta *m, const slimioWalGen *g,
+                          size_t readahead_bytes, slimioStreamStats *stats) {
+    stream *s = calloc(1, sizeof(*s));
+    if (!s) return NULL;
+    s->be = be;
+    s->is_wal = 1;
+    s->meta = *m;
+    s->gen = *g;
+    s->readahead = readahead_bytes;
+    return openStream(s, stats);
+}
+
+int slimioWalTruncate(slimioBackend *be, const slimioMeta *m, const slimioWalGen *g,
+                      uint64_t bytes) {
+    uint32_t lba = be->dev.lba_size, payload = slimioWalPayload(lba);
+    uint64_t b = bytes / payload;
+    uint32_t off = (uint32_t)(bytes % payload);
+    uint64_t at = slimioWalLba(m, g->start_lba, b);
+    unsigned char *block = alignedAlloc(lba, lba);
+    if (!block) return -ENOMEM;
+    int rc = 0;
+    if (off) {
+        uint32_t used;
+        rc = be->io.read(be->io.ctx, at, 1, block);
+        if (!rc && slimioWalBlockCheck(block, lba, g->gen, g->start_seq + b, m->format_id,
+                                       &used) != SLIMIO_OK)
+            rc = -EIO;
+        if (!rc && used < off) rc = -EINVAL;
+        if (!rc) slimioWalBlockSeal(block, lba, g->gen, g->start_seq + b, m->format_id, off);
+    } else {
+        memset(block, 0, lba);
+    }
+    if (!rc) rc = be->io.write(be->io.ctx, at, 1, block, SLIMIO_KIND_WAL);
+    if (!rc) rc = be->io.flush(be->io.ctx);
+    free(block);
+    return rc;
+}

@@ -1,0 +1,339 @@
+/* SlimIO's WAL writer: see slimio_wal.h for the design. */
+#define _GNU_SOURCE
+#include "slimio_wal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "slimio_failpoint.h"
+
+static uint64_t nowUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+static uint64_t blocksOf(const slimioWal *w, uint64_t bytes) {
+    return (bytes + w->payload - 1) / w->payload;
+}
+
+static unsigned char *stageBlock(const slimioWal *w, uint64_t b) {
+    return w->stage + (b % w->stage_blocks) * w->lba_size;
+}
+
+static uint64_t genLba(const slimioWal *w, uint64_t b) {
+    return slimioWalLba(w->meta, w->gen.start_lba, b);
+}
+
+static void submitFlush(slimioWal *w);
+static void submitBatch(slimioWal *w);
+
+/* Completion of one part of a write batch (completion thread). */
+static void batchPartDone(slimioReq *req, int res) {
+    slimioWal *w = ((slimioWalPart *)req->ctx)->wal;
+    pthread_mutex_lock(&w->lock);
+    if (res && !w->error) w->error = res;
+    if (--w->batch_left == 0) {
+        w->write_inflight = 0;
+        if (!w->error) {
+            w->written = w->batch_end;
+            slimioFailpoint(SLIMIO_FP_WAL_AFTER_WRITE);
+            if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
+            if (w->appended > w->written) submitBatch(w);
+        }
+        pthread_cond_broadcast(&w->cond);
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+static void flushDone(slimioReq *req, int res) {
+    slimioWal *w = ((slimioWalPart *)req->ctx)->wal;
+    pthread_mutex_lock(&w->lock);
+    w->flush_inflight = 0;
+    if (res && !w->error) w->error = res;
+    if (!res) {
+        if (w->flush_target > w->durable) w->durable = w->flush_target;
+        slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
+        if (w->flush_wanted && !w->write_inflight && w->written > w->durable) submitFlush(w);
+    }
+    pthread_cond_broadcast(&w->cond);
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Lock held, no flush in flight. */
+static void submitFlush(slimioWal *w) {
+    w->flush_wanted = 0;
+    w->flush_target = w->written;
+    w->flush_inflight = 1;
+    w->stat_flushes++;
+    int rc = slimioRingFlush(&w->ring, &w->flush_part.req);
+    if (rc) {
+        w->flush_inflight = 0;
+        if (!w->error) w->error = rc;
+    }
+}
+
+/* Lock held, no batch in flight: write everything from the block holding `written` up to
+ * `appended`. */
+static void submitBatch(slimioWal *w) {
+    uint64_t b0 = w->written / w->payload;
+    uint64_t full = w->appended / w->payload;
+    uint32_t tail = (uint32_t)(w->appended % w->payload);
+    const slimioMeta *m = w->meta;
+    if (w->appended <= w->written) return;
+    for (uint64_t b = b0; b < full; b++)
+        slimioWalBlockSeal(stageBlock(w, b), w->lba_size, w->gen.gen, w->gen.start_seq + b,
+                           m->format_id, w->payload);
+    slimioFailpoint(SLIMIO_FP_WAL_APPEND);
+    int nparts = 0;
+    struct { uint64_t lba; uint32_t nlb; const void *buf; } part[SLIMIO_WAL_BATCH_PARTS];
+    /* Full blocks in runs contiguous both in the staging buffer and on the device. */
+    for (uint64_t b = b0; b < full;) {
+        uint64_t lba = genLba(w, b);
+        uint64_t n = full - b;
+        uint64_t slot = b % w->stage_blocks;
+        if (n > w->stage_blocks - slot) n = w->stage_blocks - slot;
+        if (n > m->wal_start + m->wal_lbas - lba) n = m->wal_start + m->wal_lbas - lba;
+        part[nparts].lba = lba;
+        part[nparts].nlb = (uint32_t)n;
+        part[nparts].buf = stageBlock(w, b);
+        nparts++;
+        b += n;
+    }
+    if (tail) {
+        memcpy(w->bounce, stageBlock(w, full), w->lba_size);
+        slimioWalBlockSeal(w->bounce, w->lba_size, w->gen.gen, w->gen.start_seq + full,
+                           m->format_id, tail);
+        part[nparts].lba = genLba(w, full);
+        part[nparts].nlb = 1;
+        part[nparts].buf = w->bounce;
+        nparts++;
+    }
+    w->batch_end = w->appended;
+    w->batch_left = nparts;
+    w->write_inflight = 1;
+    w->stat_batches++;
+    for (int i = 0; i < nparts; i++) {
+        int rc = slimioRingWrite(&w->ring, part[i].lba, part[i].nlb, part[i].buf,
+                                 SLIMIO_KIND_WAL, &w->parts[i].req);
+        if (rc) {
+            /* Not queued: account for it as a failed part. */
+            if (!w->error) w->error = rc;
+            if (--w->batch_left == 0) w->write_inflight = 0;
+        }
+    }
+}
+
+int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ring_entries,
+                  size_t stage_bytes, char *err, size_t errlen) {
+    memset(w, 0, sizeof(*w));
+    w->be = be;
+    w->meta = meta;
+    w->lba_size = be->dev.lba_size;
+    w->payload = slimioWalPayload(w->lba_size);
+    w->stage_blocks = stage_bytes / w->lba_size;
+    if (w->stage_blocks < 16) w->stage_blocks = 16;
+    w->stage_bytes = w->stage_blocks * w->lba_size;
+    w->stage = mmap(NULL, w->stage_bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                    -1, 0);
+    if (w->stage == MAP_FAILED) {
+        snprintf(err, errlen, "cannot allocate the %zu-byte WAL staging buffer: %s",
+                 w->stage_bytes, strerror(errno));
+        w->stage = NULL;
+        return -1;
+    }
+    /* The fork child must neither copy nor see the parent's in-flight buffers. */
+    madvise(w->stage, w->stage_bytes, MADV_DONTFORK);
+    w->bounce = mmap(NULL, w->lba_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (w->bounce == MAP_FAILED) {
+        snprintf(err, errlen, "cannot allocate the WAL bounce block: %s", strerror(errno));
+        munmap(w->stage, w->stage_bytes);
+        w->stage = w->bounce = NULL;
+        return -1;
+    }
+    madvise(w->bounce, w->lba_size, MADV_DONTFORK);
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_cond_init(&w->cond, NULL);
+    for (int i = 0; i < SLIMIO_WAL_BATCH_PARTS; i++) {
+        w->parts[i].wal = w;
+        w->parts[i].req.ctx = &w->parts[i];
+        w->parts[i].req.done = batchPartDone;
+    }
+    w->flush_part.wal = w;
+    w->flush_part.req.ctx = &w->flush_part;
+    w->flush_part.req.done = flushDone;
+    if (slimioRingInit(&w->ring, be, ring_entries, 0, err, errlen) < 0) {
+        munmap(w->stage, w->stage_bytes);
+        munmap(w->bounce, w->lba_size);
+        w->stage = w->bounce = NULL;
+        return -1;
+    }
+    return 0;
+}
+
+static uint64_t distance(const slimioMeta *m, uint64_t from, uint64_t to) {
+    return (to - m->wal_start + m->wal_lbas - (from - m->wal_start)) % m->wal_lbas;
+}
+
+int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
+    slimioMeta next = *w->meta;
+    if (!next.gens[0].gen) next.gens[0] = *g;
+    if (next.gens[0].gen == g->gen) memset(&next.gens[1], 0, sizeof(next.gens[1]));
+    else next.gens[1] = *g;
+    int rc = slimioMetaCommit(&w->be->io, &next);
+    if (rc) { errno = rc < 0 && rc > -4096 ? -rc : EIO; return -1; }
+    *w->meta = next;
+    pthread_mutex_lock(&w->lock);
+    w->gen = *g;
+    w->head_lba = next.gens[0].start_lba;
+    w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
+    w->appended = w->written = w->durable = 0;
+    w->stat_gens++;
+    pthread_mutex_unlock(&w->lock);
+    return 0;
+}
+
+ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
+    const unsigned char *p = buf;
+    pthread_mutex_lock(&w->lock);
+    if (w->error) {
+        pthread_mutex_unlock(&w->lock);
+        errno = EIO;
+        return -1;
+    }
+    /* All or nothing: the region must hold the whole append, one block kept free. */
+    if (w->gen_offset + blocksOf(w, w->appended + len) > w->meta->wal_lbas - 1) {
+        w->stat_full++;
+        pthread_mutex_unlock(&w->lock);
+        if (w->on_full) w->on_full(w->on_full_ctx);
+        errno = ENOSPC;
+        return -1;
+    }
+    size_t left = len;
+    while (left) {
+        /* Staging room: live blocks span from the one holding `written` to the end. */
+        uint64_t first = w->written / w->payload;
+        uint64_t room = (w->stage_blocks - (blocksOf(w, w->appended) - first)) * w->payload
+                        + (w->appended % w->payload ? w->payload - w->appended % w->payload : 0);
+        if (blocksOf(w, w->appended) - first >= w->stage_blocks) room = 0;
+        if (room == 0) {
+            w->stat_stage_waits++;
+            if (!w->write_inflight) submitBatch(w);
+            while (w->write_inflight && !w->error) pthread_cond_wait(&w->cond, &w->lock);
+            if (w->error) {
+                pthread_mutex_unlock(&w->lock);
+                errno = EIO;
+                return -1;
+            }
+            continue;
+        }
+        size_t n = left < room ? left : room;
+        size_t done = 0;
+        while (done < n) {
+            uint64_t b = (w->appended + done) / w->payload;
+            uint32_t off = (uint32_t)((w->appended + done) % w->payload);
+            size_t c = w->payload - off;
+            if (c > n - done) c = n - done;
+            memcpy(stageBlock(w, b) + SLIMIO_WAL_HDR_SIZE + off, p + done, c);
+            done += c;
+        }
+        w->appended += n;
+        p += n;
+        left -= n;
+        if (!w->write_inflight) submitBatch(w);
+    }
+    w->stat_appends++;
+    w->stat_bytes += len;
+    pthread_mutex_unlock(&w->lock);
+    return (ssize_t)len;
+}
+
+/* Lock held: wait until everything appended is written and flushed. */
+static int syncLocked(slimioWal *w) {
+    uint64_t target = w->appended;
+    while (!w->error && w->durable < target) {
+        if (w->written < target && !w->write_inflight) submitBatch(w);
+        if (w->written >= target && !w->flush_inflight) submitFlush(w);
+        if (w->error) break;
+        pthread_cond_wait(&w->cond, &w->lock);
+    }
+    if (w->error) { errno = EIO; return -1; }
+    return 0;
+}
+
+int slimioWalSync(slimioWal *w) {
+    uint64_t start = nowUs();
+    pthread_mutex_lock(&w->lock);
+    int rc = syncLocked(w);
+    w->stat_syncs++;
+    w->stat_sync_wait_us += nowUs() - start;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+void slimioWalFlushAsync(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    if (!w->error && w->durable < w->appended) {
+        w->flush_wanted = 1;
+        if (!w->write_inflight && !w->flush_inflight) {
+            if (w->written < w->appended) submitBatch(w);   /* the flush follows it */
+            else submitFlush(w);
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+}
+
+uint64_t slimioWalTailLba(slimioWal *w) {
+    return genLba(w, w->appended / w->payload);
+}
+
+uint64_t slimioWalUsedBlocks(slimioWal *w) {
+    return w->gen_offset + blocksOf(w, w->appended);
+}
+
+int slimioWalNewGeneration(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    int rc = syncLocked(w);
+    slimioWalEnd end;
+    memset(&end, 0, sizeof(end));
+    end.next_lba = genLba(w, w->appended / w->payload);
+    end.tail_used = (uint32_t)(w->appended % w->payload);
+    pthread_mutex_unlock(&w->lock);
+    if (rc) return -1;
+    slimioFailpoint(SLIMIO_FP_WAL_NEW_GEN);
+    slimioWalGen next;
+    slimioWalSuccessor(w->meta, &w->gen, &end, &next);
+    return slimioWalBegin(w, &next);
+}
+
+void slimioWalRelease(slimioWal *w, const slimioWalGen *root) {
+    pthread_mutex_lock(&w->lock);
+    w->head_lba = root->start_lba;
+    w->gen_offset = distance(w->meta, w->head_lba, w->gen.start_lba);
+    pthread_mutex_unlock(&w->lock);
+}
+
+void slimioWalClose(slimioWal *w) {
+    if (!w->stage) return;
+    pthread_mutex_lock(&w->lock);
+    if (!w->error) syncLocked(w);
+    pthread_mutex_unlock(&w->lock);
+    slimioRingShutdown(&w->ring);
+    munmap(w->stage, w->stage_bytes);
+    munmap(w->bounce, w->lba_size);
+    w->stage = w->bounce = NULL;
+    pthread_mutex_destroy(&w->lock);
+    pthread_cond_destroy(&w->cond);
+}
+
+void slimioWalAtForkChild(slimioWal *w) {
+    if (!w->stage) return;
+    slimioRingAbandon(&w->ring);
+    /* The staging buffers are MADV_DONTFORK: not mapped here at all. */
+    w->stage = w->bounce = NULL;
+}

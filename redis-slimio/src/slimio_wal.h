@@ -1,0 +1,107 @@
+/* SlimIO's WAL-Path: the main process's write-ahead log on the WAL region.
+ *
+ * Appends are copied into a staging buffer (mmap'ed with MADV_DONTFORK, so a fork child
+ * never shares or copies it) as LBA blocks with SlimIO's framing, and written through the
+ * WAL's own ring. One batch of writes is in flight at a time; data appended meanwhile joins
+ * the next batch, which the completion thread submits as soon as the previous one is done
+ * (group commit). Full blocks are sealed once and never change; the partial tail block is
+ * sealed into a separate bounce block for each batch, so a block is never modified while
+ * it is being written, and the tail is rewritten in place as it grows.
+ *
+ *   slimioWalSync        Always-Log: returns once everything appended is written and
+ *                        flushed, so replies can go out after it.
+ *   slimioWalFlushAsync  Periodical-Log: a flush is submitted (after the batch in flight);
+ *                        called once a second by Redis's everysec logic.
+ *
+ * Space: the live WAL runs from the first LBA of the oldest live generation (the head) to
+ * the end of the current generation; one block is always kept free. An append that does
+ * not fit fails as a whole with ENOSPC, like a full disk. */
+#ifndef SLIMIO_WAL_H
+#define SLIMIO_WAL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "slimio_ring.h"
+
+#define SLIMIO_WAL_BATCH_PARTS 4
+
+typedef struct slimioWal slimioWal;
+
+typedef struct slimioWalPart {
+    slimioReq req;
+    slimioWal *wal;
+} slimioWalPart;
+
+struct slimioWal {
+    slimioBackend *be;
+    slimioMeta *meta;           /* current metadata, owned by the caller (main thread) */
+    slimioRing ring;
+    uint32_t lba_size, payload;
+    unsigned char *stage;       /* stage_blocks LBA blocks; block b of the generation is at
+                                   slot b % stage_blocks */
+    size_t stage_bytes;
+    uint64_t stage_blocks;
+    unsigned char *bounce;      /* the sealed partial tail of the batch in flight */
+    slimioWalGen gen;           /* current generation */
+    uint64_t head_lba;          /* first LBA of the oldest live generation */
+    uint64_t gen_offset;        /* blocks from head_lba to gen.start_lba */
+
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    uint64_t appended, written, durable;    /* logical bytes of the current generation */
+    uint64_t batch_end, flush_target;
+    int batch_left, write_inflight, flush_inflight, flush_wanted;
+    int error;                  /* sticky negative errno of a failed write or flush */
+    slimioWalPart parts[SLIMIO_WAL_BATCH_PARTS];
+    slimioWalPart flush_part;
+
+    void (*on_full)(void *ctx);     /* called (main thread) when an append does not fit */
+    void *on_full_ctx;
+
+    /* Statistics. */
+    uint64_t stat_appends, stat_bytes, stat_batches, stat_flushes, stat_syncs;
+    uint64_t stat_sync_wait_us, stat_full, stat_stage_waits, stat_gens;
+};
+
+/* Set up the WAL on be (ring of ring_entries, staging of stage_bytes), writing after the
+ * generation g, which must already be recorded in meta (slimioWalBegin). Returns 0 or -1
+ * with a message in err. */
+int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ring_entries,
+                  size_t stage_bytes, char *err, size_t errlen);
+
+/* Make g (empty, not yet written) the current generation and record it durably in the
+ * metadata as the newest live generation (gens[0] is kept when set, else becomes g). */
+int slimioWalBegin(slimioWal *w, const slimioWalGen *g);
+
+/* Append len bytes. Returns len, or -1 with errno ENOSPC (the WAL region is full; nothing
+ * was appended) or EIO (an earlier write or flush failed). */
+ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len);
+
+/* Block until everything appended so far is written and flushed. 0 or -1 with errno. */
+int slimioWalSync(slimioWal *w);
+
+/* Ask for a flush of everything appended so far, without waiting. */
+void slimioWalFlushAsync(slimioWal *w);
+
+/* Drain and flush the current generation, then begin the next one right after it
+ * (slimioWalSuccessor) and commit it to the metadata. 0 or -1 with errno. */
+int slimioWalNewGeneration(slimioWal *w);
+
+/* The oldest live generation is now root (after a WAL-Snapshot promotion committed it):
+ * the space before it is free. */
+void slimioWalRelease(slimioWal *w, const slimioWalGen *root);
+
+/* Drain, flush and stop the ring; frees the buffers. */
+void slimioWalClose(slimioWal *w);
+
+/* In a fork child: drop the parent's ring and buffers without touching them. */
+void slimioWalAtForkChild(slimioWal *w);
+
+/* LBA where the next block of the current generation goes (the partial tail if any). */
+uint64_t slimioWalTailLba(slimioWal *w);
+uint64_t slimioWalUsedBlocks(slimioWal *w);
+
+#endif
