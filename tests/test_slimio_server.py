@@ -1,0 +1,453 @@
+"""SlimIO against a real redis-server (the `slimio` build, file backend on a file in tmp).
+
+Every test starts real servers on a SlimIO device file, writes through real clients, and
+checks what a user relies on: the dataset after a restart (DEBUG DIGEST), after kill -9 at
+each step of the WAL, rewrite, BGSAVE and promotion protocols (named failpoints, and plain
+SIGKILL), the exported snapshot (stock redis-check-rdb and stock redis-server), the
+full-region behaviour of both logging policies, and the refusals.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+import redis
+
+from slimio_repro.server import RedisServer, ServerError, free_port
+
+MIB = 1024 * 1024
+
+
+class Slim:
+    """One SlimIO server setup: a device file, a config, start/stop/crash helpers."""
+
+    def __init__(self, bin_dir: Path, work: Path, policy: str = "always",
+                 device_mb: int = 256, extra: dict | None = None):
+        self.bin_dir, self.work = bin_dir, work
+        self.device = work / "slimio.dev"
+        if not self.device.exists():
+            with open(self.device, "wb") as f:
+                f.truncate(device_mb * MIB)
+        self.port = free_port()
+        self.log = work / "redis.log"
+        self.options = {
+            "port": self.port, "bind": "127.0.0.1", "dir": str(work), "logfile": str(self.log),
+            "appendonly": "yes", "appendfsync": "always" if policy == "always" else "everysec",
+            "save": '""', "enable-debug-command": "local", "auto-aof-rewrite-percentage": "0",
+            "slimio-device": str(self.device), "slimio-wal-size": "64mb",
+        }
+        self.options.update(extra or {})
+        self.server: RedisServer | None = None
+
+    def write_conf(self) -> Path:
+        conf = self.work / "redis.conf"
+        conf.write_text("".join(f"{k} {v}\n" for k, v in self.options.items()))
+        return conf
+
+    def start(self, failpoints: str = "", timeout_s: float = 60) -> RedisServer:
+        env_before = os.environ.get("SLIMIO_FAILPOINTS")
+        os.environ["SLIMIO_FAILPOINTS"] = failpoints
+        try:
+            self.server = RedisServer(self.bin_dir, self.write_conf(), self.port, self.log)
+            self.server.start(timeout_s)
+        finally:
+            if env_before is None:
+                os.environ.pop("SLIMIO_FAILPOINTS", None)
+            else:
+                os.environ["SLIMIO_FAILPOINTS"] = env_before
+        return self.server
+
+    def start_fails(self) -> str:
+        """Start a server that must refuse to run; return its log + stderr."""
+        with pytest.raises(ServerError) as exc:
+            self.start(timeout_s=20)
+        return str(exc.value) + (self.log.read_text() if self.log.exists() else "")
+
+    @property
+    def cli(self) -> redis.Redis:
+        return self.server.client(timeout=60)
+
+    def info(self) -> dict:
+        return self.cli.info("slimio")
+
+    def wait_exit(self, timeout_s: float = 60) -> int:
+        return self.server.proc.wait(timeout=timeout_s)
+
+    def stop(self) -> None:
+        if self.server:
+            self.server.kill()
+
+
+@pytest.fixture
+def slim(slimio_bin, tmp_path):
+    made = []
+
+    def make(**kw) -> Slim:
+        s = Slim(slimio_bin, tmp_path, **kw)
+        made.append(s)
+        return s
+
+    yield make
+    for s in made:
+        s.stop()
+
+
+def write_mixed(cli: redis.Redis, n: int, seed: int = 0) -> None:
+    """Non-idempotent and idempotent writes: a replayed or lost command changes the digest."""
+    pipe = cli.pipeline(transaction=False)
+    for i in range(n):
+        j = (seed + i) % 997
+        pipe.set(f"key:{j}", f"v{seed}-{i}" * 20)
+        pipe.incr("counter")
+        pipe.rpush(f"list:{j % 13}", i)
+        pipe.hincrby("hash", f"f{j % 31}", 1)
+        if i % 50 == 49:
+            pipe.execute()
+    pipe.execute()
+
+
+def digest(cli: redis.Redis) -> str:
+    return cli.execute_command("DEBUG", "DIGEST")
+
+
+def wait_idle(s: Slim, timeout_s: float = 60) -> None:
+    s.server.wait_idle(timeout_s)
+
+
+def slot_roles(info: dict) -> dict:
+    return {i: info[f"slimio_slot{i}"]["role"] for i in range(3)}
+
+
+# --------------------------------------------------------------------------------------
+# Restart and snapshots
+# --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("policy", ["always", "periodical"])
+def test_write_restart_same_digest(slim, policy):
+    s = slim(policy=policy)
+    s.start()
+    write_mixed(s.cli, 3000)
+    before = digest(s.cli)
+    s.server.shutdown()
+    s.start()
+    assert digest(s.cli) == before
+    info = s.info()
+    assert info["slimio_recovery_wal_bytes"] > 100_000
+    assert info["slimio_recovery_time_s"] >= 0 and info["slimio_recovery_mbps"] > 0
+    assert "SlimIO recovery: loaded" in s.log.read_text()
+
+
+def test_bgrewriteaof_and_bgsave_promote_and_survive_kill9(slim):
+    s = slim(policy="always")
+    s.start()
+    write_mixed(s.cli, 2000, seed=1)
+    assert slot_roles(s.info()) == {0: "wal-snapshot", 1: "reserve", 2: "on-demand"}
+    s.cli.bgrewriteaof()
+    wait_idle(s)
+    info = s.info()
+    # The snapshot went to the Reserve slot, which was promoted; the old slot is the Reserve.
+    assert slot_roles(info) == {0: "reserve", 1: "wal-snapshot", 2: "on-demand"}
+    assert info["slimio_slot1"]["valid"] == 1 and info["slimio_slot1"]["length"] > 10_000
+    assert info["slimio_wal_oldest_gen"] == info["slimio_wal_gen"]
+    write_mixed(s.cli, 1000, seed=2)
+    s.cli.bgsave()
+    wait_idle(s)
+    info = s.info()
+    assert slot_roles(info) == {0: "on-demand", 1: "wal-snapshot", 2: "reserve"}
+    assert s.cli.info("persistence")["rdb_last_bgsave_status"] == "ok"
+    write_mixed(s.cli, 500, seed=3)
+    before = digest(s.cli)
+    s.server.kill()                 # kill -9: no shutdown, no final fsync
+    s.start()
+    assert digest(s.cli) == before
+    assert s.info()["slimio_recovery_slot"] == 1
+
+
+def test_on_demand_restore_then_rebased_wal(slim):
+    s = slim(policy="always")
+    s.start()
+    write_mixed(s.cli, 1500, seed=4)
+    s.cli.bgsave()
+    wait_idle(s)
+    at_bgsave = digest(s.cli)
+    write_mixed(s.cli, 500, seed=5)
+    s.server.shutdown()
+    s.options["slimio-load-snapshot"] = "on-demand"
+    s.start()
+    assert digest(s.cli) == at_bgsave
+    write_mixed(s.cli, 100, seed=6)
+    after = digest(s.cli)
+    s.server.shutdown()
+    s.options["slimio-load-snapshot"] = "wal-snapshot"
+    s.start()
+    # The restore became the WAL-Snapshot of a new WAL history.
+    assert digest(s.cli) == after
+
+
+def test_exported_snapshot_is_a_stock_rdb(slim, redis_bin, tmp_path):
+    s = slim(policy="periodical")
+    s.start()
+    write_mixed(s.cli, 2000, seed=7)
+    s.cli.bgsave()
+    wait_idle(s)
+    expected = digest(s.cli)
+    s.server.shutdown()
+    out = tmp_path / "export" / "dump.rdb"
+    out.parent.mkdir()
+    proc = subprocess.run([str(s.bin_dir / "slimio-admin"), "export", "--device", str(s.device),
+                           "--slot", "on-demand", "--output", str(out)],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    check = subprocess.run([str(redis_bin / "redis-check-rdb"), str(out)],
+                           capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "RDB looks OK" in check.stdout
+    # Stock redis-server (the baseline build) loads it to the same dataset.
+    port = free_port()
+    conf = out.parent / "stock.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {out.parent}\ndbfilename dump.rdb\n"
+                    f"appendonly no\nsave \"\"\nenable-debug-command local\n"
+                    f"logfile {out.parent / 'stock.log'}\n")
+    stock = RedisServer(redis_bin, conf, port, out.parent / "stock.log")
+    stock.start(60)
+    try:
+        assert digest(stock.client()) == expected
+    finally:
+        stock.kill()
+
+
+# --------------------------------------------------------------------------------------
+# kill -9 at every protocol step
+# --------------------------------------------------------------------------------------
+
+def incr_until_dead(cli: redis.Redis, limit: int = 100_000) -> int:
+    """INCR one by one until the server dies; return the last acknowledged value."""
+    acked = 0
+    for _ in range(limit):
+        try:
+            acked = cli.incr("ctr")
+        except (redis.ConnectionError, redis.TimeoutError):
+            return acked
+    raise AssertionError("the failpoint never fired")
+
+
+@pytest.mark.parametrize("failpoint,may_have_unacked", [
+    ("wal.append=crash@200", False),        # staged, never submitted: not on the device
+    ("wal.after-write=crash@200", True),    # written, not flushed, not acknowledged
+    ("wal.after-flush=crash@200", True),    # durable, not acknowledged
+])
+def test_kill9_during_wal_append(slim, failpoint, may_have_unacked):
+    s = slim(policy="always")
+    s.start(failpoints=failpoint)
+    acked = incr_until_dead(s.cli)
+    assert s.wait_exit() == -signal.SIGKILL
+    assert "slimio: failpoint crash" in s.server.proc.stderr.read()
+    s.start()
+    value = int(s.cli.get("ctr"))
+    # Always-Log: every acknowledged write survives; an unacknowledged one may.
+    assert value == acked or (may_have_unacked and value == acked + 1), (value, acked)
+
+
+def test_kill9_real_sigkill_under_load(slim):
+    """A plain kill -9 at an arbitrary moment of a pipelined write stream."""
+    s = slim(policy="always")
+    s.start()
+    write_mixed(s.cli, 500, seed=8)
+    proc = s.server.proc
+    cli = s.cli
+    acked = 0
+    deadline = time.monotonic() + 1.0
+    while time.monotonic() < deadline:
+        acked = cli.incr("ctr")
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    s.start()
+    assert int(s.cli.get("ctr")) == acked
+
+
+def crash_case(s: Slim, failpoint: str, action) -> None:
+    """Write, then trigger `action` with `failpoint` armed; the dataset must survive both a
+    crashed child (the parent goes on) and a crashed parent (restart)."""
+    s.start(failpoints=failpoint)
+    write_mixed(s.cli, 1500, seed=9)
+    before = digest(s.cli)
+    roles_before = slot_roles(s.info())
+    try:
+        action(s.cli)
+        wait_idle(s)
+        parent_alive = True
+    except (redis.ConnectionError, redis.TimeoutError):
+        parent_alive = False
+    if parent_alive:
+        # The child died: the snapshot failed, nothing was promoted, the server goes on.
+        assert digest(s.cli) == before
+        assert slot_roles(s.info()) == roles_before
+        s.server.kill()
+    else:
+        assert s.wait_exit() == -signal.SIGKILL
+    s.start()
+    assert digest(s.cli) == before
+    write_mixed(s.cli, 100, seed=10)
+    after = digest(s.cli)
+    s.server.kill()
+    s.start()
+    assert digest(s.cli) == after
+
+
+@pytest.mark.parametrize("failpoint", [
+    "wal.new-gen=crash",            # parent: old generation flushed, new one not recorded
+    "meta.before-write=crash@3",    # parent: new generation's metadata record not written
+    "meta.after-write=crash@3",     # parent: written, not flushed
+    "snapshot.begin=crash",         # child: Reserve slot opened
+    "snapshot.mid=crash",           # child: first chunk written
+    "snapshot.after-write=crash",   # child: all written, not flushed
+    "snapshot.after-flush=crash",   # child: durable, not reported
+    "promote.before-commit=crash",  # parent: not promoted
+    "meta.after-write=crash@4",     # parent: promotion record written, not flushed
+    "promote.after-commit=crash",   # parent: promoted, old WAL not released in memory
+])
+def test_kill9_during_rewrite(slim, failpoint):
+    crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgrewriteaof())
+
+
+@pytest.mark.parametrize("failpoint", [
+    "snapshot.mid=crash",
+    "snapshot.after-flush=crash",
+    "promote.before-commit=crash",
+    "promote.after-commit=crash",
+])
+def test_kill9_during_bgsave(slim, failpoint):
+    crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
+
+
+def test_kill9_parent_while_rewrite_child_writes(slim):
+    """kill -9 of the main process in the middle of a slow rewrite."""
+    s = slim(policy="always", extra={"rdb-key-save-delay": "200"})
+    s.start()
+    write_mixed(s.cli, 1500, seed=11)
+    s.cli.bgrewriteaof()
+    write_mixed(s.cli, 200, seed=12)    # lands in the new WAL generation
+    before = digest(s.cli)
+    assert s.cli.info("persistence")["aof_rewrite_in_progress"] == 1
+    s.server.kill()
+    time.sleep(0.5)                     # the orphaned child notices and exits
+    s.options.pop("rdb-key-save-delay")
+    s.start()
+    assert digest(s.cli) == before
+
+
+# --------------------------------------------------------------------------------------
+# A full WAL region
+# --------------------------------------------------------------------------------------
+
+def fill(cli: redis.Redis, value: bytes, limit: int = 10_000):
+    for i in range(limit):
+        try:
+            cli.set(f"big:{i % 40}", value)
+        except redis.ResponseError as e:
+            return i, str(e)
+    raise AssertionError("the WAL region never filled")
+
+
+def test_full_region_everysec_refuses_writes_then_rewrite_frees(slim):
+    s = slim(policy="periodical", extra={"slimio-wal-size": "4mb"})
+    s.start()
+    n, err = fill(s.cli, b"x" * 100_000)
+    assert "MISCONF" in err and "No space left on device" in err, err
+    assert s.info()["slimio_wal_full_events"] >= 1
+    # The full region scheduled a rewrite; once it is promoted, writes are accepted again.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            s.cli.set("after", "ok")
+            break
+        except redis.ResponseError:
+            assert time.monotonic() < deadline, "writes still refused 60 s after the region filled"
+            time.sleep(0.2)
+    log = s.log.read_text()
+    assert "WAL region" in log and "is full: scheduling an AOF rewrite" in log
+    assert s.info()["slimio_promotions"] >= 1
+    before = digest(s.cli)
+    s.server.shutdown()
+    s.start()
+    assert digest(s.cli) == before
+
+
+def test_full_region_always_exits(slim):
+    s = slim(policy="always", extra={"slimio-wal-size": "4mb"})
+    s.start()
+    with pytest.raises((redis.ConnectionError, redis.ResponseError)):
+        for i in range(10_000):
+            s.cli.set(f"big:{i % 40}", b"x" * 100_000)
+    assert s.wait_exit() == 1
+    assert "Can't recover from AOF write error when the AOF fsync policy is 'always'" \
+        in s.log.read_text()
+
+
+# --------------------------------------------------------------------------------------
+# Refusals: nothing is written to a device that was not meant for SlimIO
+# --------------------------------------------------------------------------------------
+
+def test_refuses_a_device_with_a_file_system(slim, tmp_path):
+    s = slim()
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(s.device)], check=True)
+    before = s.device.read_bytes()[:2 * MIB]
+    out = s.start_fails()
+    assert "refusing to format" in out and "ext2/3/4" in out and "slimio-format force" in out
+    assert s.device.read_bytes()[:2 * MIB] == before
+
+
+def test_refuses_blank_device_with_format_never(slim):
+    s = slim(extra={"slimio-format": "never"})
+    out = s.start_fails()
+    assert "no SlimIO layout" in out and "slimio-admin format" in out
+
+
+def test_refuses_a_device_too_small(slim, tmp_path):
+    s = slim(device_mb=8, extra={"slimio-wal-size": "64mb"})
+    out = s.start_fails()
+    assert "too small" in out and "slimio-wal-size" in out
+
+
+def test_refuses_without_appendonly(slim):
+    s = slim(extra={"appendonly": "no"})
+    out = s.start_fails()
+    assert "appendonly is no" in out
+
+
+def test_config_bounds(slim):
+    s = slim(extra={"slimio-lba-size": "1000"})
+    out = s.start_fails()
+    assert "slimio-lba-size must be a power of two" in out
+    s2 = slim(extra={"slimio-backend": "tape"})
+    out = s2.start_fails()
+    assert "slimio-backend" in out
+
+
+def test_appendonly_cannot_be_switched_off_at_runtime(slim):
+    s = slim()
+    s.start()
+    with pytest.raises(redis.ResponseError, match="slimio-device"):
+        s.cli.config_set("appendonly", "no")
+
+
+def test_off_by_default_is_stock(slimio_bin, tmp_path):
+    """The SlimIO build without slimio-device writes the stock AOF files."""
+    port = free_port()
+    conf = tmp_path / "r.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {tmp_path}\nappendonly yes\n"
+                    f"save \"\"\nlogfile {tmp_path / 'r.log'}\n")
+    srv = RedisServer(slimio_bin, conf, port, tmp_path / "r.log")
+    srv.start(30)
+    try:
+        cli = srv.client()
+        cli.set("a", "1")
+        assert cli.info("slimio")["slimio_enabled"] == 0
+        assert (tmp_path / "appendonlydir" / "appendonly.aof.manifest").is_file()
+    finally:
+        srv.kill()
