@@ -1,0 +1,69 @@
+"""Redis's own AOF and RDB test units on the SlimIO-patched trees, with SlimIO off.
+
+The hook series must leave stock behaviour untouched when slimio-device is unset. Redis's
+`integration/aof`, `integration/aof-multi-part` and `integration/rdb` Tcl units are run on
+a tree with SlimIO's files and hooks, for 7.0.15 (series 7.0) and 8.0.2 (series 7.2+, the
+offline stand-in for the paper's 7.4.2). The built tree is cached under build/ and reused
+while the sources, patches and SlimIO files are unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, snakemake
+from slimio_repro import build, paths, sources
+
+UNITS = ["integration/aof", "integration/aof-multi-part", "integration/rdb"]
+
+
+def patched_tree(version: str) -> Path:
+    tarball = REPO / "build" / paths.SOURCE_TARBALL_PATTERN.format(version=version)
+    snakemake("--cores", "all", str(tarball.relative_to(REPO)), check=True)
+    pin = sources.pin(version)
+    bench = build.patch_series(pin["benchmark_patch_series"])
+    hooks = build.slimio_patch_series(pin["slimio_patch_series"])
+    files = build.slimio_sources()
+    stamp = {"source_sha256": pin["sha256"], "benchmark": build.series_hash(bench),
+             "hooks": build.series_hash(hooks), "slimio_src": build.series_hash(files)}
+    root = REPO / "build" / "redis-upstream-tests" / version
+    if (root / "stamp.json").is_file() and json.loads((root / "stamp.json").read_text()) == stamp:
+        return root / "tree"
+    shutil.rmtree(root, ignore_errors=True)
+    root.mkdir(parents=True)
+    with tarfile.open(tarball) as tar:
+        tar.extractall(root / "unpacked", filter="tar")
+    (tree,) = (root / "unpacked").iterdir()
+    tree = tree.rename(root / "tree")
+    with open(root / "build.log", "w") as log:
+        for p in bench:
+            build._run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
+        build.add_slimio(tree, hooks, files, log)
+        build._run(["make", "-j2", *build.MAKE_FLAGS], tree, log)
+    (root / "stamp.json").write_text(json.dumps(stamp))
+    return tree
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])
+def test_redis_aof_and_rdb_units_pass_with_slimio_off(version):
+    tree = patched_tree(version)
+    # The tree really carries SlimIO: the server knows its options and INFO section.
+    out = subprocess.run([str(tree / "src" / "redis-server"), "--slimio-lba-size", "1000"],
+                         capture_output=True, text=True)
+    assert "slimio-lba-size must be a power of two" in out.stdout + out.stderr
+    cmd = ["./runtest", "--clients", "2", "--timeout", "600"]
+    for unit in UNITS:
+        cmd += ["--single", unit]
+    proc = subprocess.run(cmd, cwd=tree, capture_output=True, text=True, timeout=1800)
+    tail = "\n".join((proc.stdout + proc.stderr).splitlines()[-40:])
+    assert proc.returncode == 0, tail
+    assert "All tests passed without errors" in proc.stdout, tail
+    for unit in UNITS:
+        assert f"{unit} (" in proc.stdout, f"{unit} did not run:\n{tail}"
