@@ -253,6 +253,25 @@ def test_kill9_during_wal_append(slim, failpoint, may_have_unacked):
     assert value == acked or (may_have_unacked and value == acked + 1), (value, acked)
 
 
+def test_periodical_log_is_durable_within_about_a_second(slim):
+    """everysec: data is submitted at every flush and flushed about once a second."""
+    s = slim(policy="periodical")
+    s.start()
+    write_mixed(s.cli, 1000, seed=13)
+    before = digest(s.cli)
+    deadline = time.monotonic() + 3.0
+    while True:
+        info = s.info()
+        if info["slimio_wal_gen_durable_bytes"] == info["slimio_wal_gen_appended_bytes"]:
+            break
+        assert time.monotonic() < deadline, f"not durable after 3 s: {info}"
+        time.sleep(0.05)
+    assert info["slimio_wal_flushes"] >= 1 and info["slimio_wal_syncs"] == 0
+    s.server.kill()
+    s.start()
+    assert digest(s.cli) == before
+
+
 def test_kill9_real_sigkill_under_load(slim):
     """A plain kill -9 at an arbitrary moment of a pipelined write stream."""
     s = slim(policy="always")
