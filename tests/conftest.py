@@ -42,14 +42,38 @@ def snakemake(*args: str, cwd: Path = REPO, check: bool = False) -> subprocess.C
     return proc
 
 
-@pytest.fixture(scope="session")
-def redis_bin() -> Path:
-    """The baseline Redis binaries, built by the pipeline's own rule (cached in build/)."""
-    snakemake("--cores", "all", "build_redis", check=True)
+def built(system: str) -> Path:
+    """The ``system``'s binaries, built by the pipeline's own rule (cached in build/)."""
     version = configmod.load([paths.CONFIG_DIR / "config.yaml"])["redis"]["version"]
-    bin_dir = REPO / "build" / "redis-baseline" / version / "bin"
+    bin_dir = REPO / "build" / paths.REDIS_BUILD_PATTERN.format(system=system,
+                                                                 version=version) / "bin"
+    snakemake("--cores", "all", str(bin_dir.relative_to(REPO) / "redis-server"), check=True)
     assert (bin_dir / "redis-benchmark").is_file()
     return bin_dir
+
+
+@pytest.fixture(scope="session")
+def redis_bin() -> Path:
+    """The baseline Redis binaries."""
+    return built("baseline")
+
+
+@pytest.fixture(scope="session")
+def slimio_bin() -> Path:
+    """The slimio Redis binaries and slimio-admin (rule build_redis_slimio)."""
+    bin_dir = built("slimio")
+    assert (bin_dir / paths.SLIMIO_ADMIN).is_file()
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def slimio_admin(tmp_path_factory) -> Path:
+    """slimio-admin alone (`make -C redis-slimio admin`), for tests of the layout arithmetic."""
+    out = tmp_path_factory.mktemp("slimio-admin")
+    proc = subprocess.run(["make", "-C", str(paths.REDIS_SLIMIO_DIR), "admin",
+                           f"BUILD_DIR={out}"], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out / paths.SLIMIO_ADMIN
 
 
 def require_root() -> None:

@@ -102,3 +102,48 @@ def test_command_line_strings_are_coerced_to_the_schema_types():
 def test_uncoercible_string_is_still_an_error():
     with pytest.raises(configmod.ConfigError, match=r"matrix\.repetitions: 'many'"):
         load({"matrix": {"repetitions": "many"}})
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+def test_every_profile_runs_both_systems(profile):
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
+                          paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
+    assert cfg["matrix"]["systems"] == ["baseline", "slimio"]
+    assert {c.system for c in cells.expand(cfg)} == {"baseline", "slimio"}
+
+
+def test_schema_accepts_slimio_and_fills_its_section():
+    cfg = load({"matrix": {"systems": ["slimio"]}})
+    assert cfg["matrix"]["systems"] == ["slimio"]
+    s = configmod.validate({})["slimio"]
+    assert (s["backend"], s["lba_size_bytes"], s["load_snapshot"]) == ("file", 4096,
+                                                                       "wal-snapshot")
+    assert s["placement_ids"] == {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
+
+
+def test_unknown_system_is_named_with_the_allowed_ones():
+    with pytest.raises(configmod.ConfigError,
+                       match=r"matrix\.systems\[1\]: 'slimio-nofdp' is not one of "
+                             r"'baseline', 'slimio'"):
+        load({"matrix": {"systems": ["baseline", "slimio-nofdp"]}})
+
+
+def test_unknown_slimio_key_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"unknown key slimio\.placement_ids\.snap"):
+        load({"slimio": {"placement_ids": {"snap": 1}}})
+
+
+def test_bad_slimio_value_is_named():
+    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: 'nvme' is not one of"):
+        load({"slimio": {"backend": "nvme"}})
+    with pytest.raises(configmod.ConfigError, match=r"slimio\.placement_ids\.wal"):
+        load({"slimio": {"placement_ids": {"wal": -2}}})
+
+
+def test_explicit_image_too_small_for_the_slimio_device_is_named():
+    with pytest.raises(configmod.ConfigError,
+                       match=r"testbeds\.bare\.image_size_mb: 1024 MiB cannot hold SlimIO's "
+                             r"\d+ MiB device file"):
+        load({"testbeds": {"bare": {"image_size_mb": 1024}}})
+    # The same image is fine for a baseline-only matrix.
+    load({"testbeds": {"bare": {"image_size_mb": 1024}}, "matrix": {"systems": ["baseline"]}})

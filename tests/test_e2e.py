@@ -15,8 +15,10 @@ from slimio_repro.server import RedisServer, free_port, render_conf
 pytestmark = pytest.mark.e2e
 
 # Long enough (~5-10 s per cell here) for the sampler to see both phases.
-TINY = ["matrix={repetitions: 1}", "server={sampler_interval_s: 0.25}",
+TINY = ["server={sampler_interval_s: 0.25}",
         "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}}"]
+BASELINE_ONLY = "matrix={repetitions: 1, systems: [baseline]}"
+SIDE_BY_SIDE = "matrix={repetitions: 1, systems: [baseline, slimio]}"
 
 
 def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
@@ -69,7 +71,8 @@ def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
 def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
     require_root()
     results = tmp_path / "results"
-    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}", *TINY)
+    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}",
+                     BASELINE_ONLY, *TINY)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
@@ -100,5 +103,56 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
         assert len(list((results / "figures" / "runtime_rps").glob(f"*.{ext}"))) == 2
 
     again = snakemake("-n", "--cores", "all", "reproduce", "--config",
-                      f"results_dir={results}", *TINY)
+                      f"results_dir={results}", BASELINE_ONLY, *TINY)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
+    """Both systems side by side at tiny scale: SlimIO's cells run, recover from its device
+    and verify, and the ratio tables compare them."""
+    require_root()
+    results = tmp_path / "results"
+    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}",
+                     SIDE_BY_SIDE, *TINY)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+
+    table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
+    assert set(zip(table.system, table.policy)) == {
+        (s, p) for s in ("baseline", "slimio") for p in ("periodical", "always")}
+    for _, row in table[table.system == "slimio"].iterrows():
+        assert row.n == 1 and row.rps_avg_mean > 0 and row.set_p999_ms_mean > 0
+        assert row.snapshot_time_s_mean > 0 and row.wal_snapshot_count_mean >= 1
+    md = (results / "tables" / "table3_redis_benchmark.md").read_text()
+    assert "| Periodical-Log | SlimIO | bare | 1 |" in md
+    for name, metrics in (("table3_ratios", 7), ("table5_ratios", 2)):
+        ratios = pd.read_csv(results / "tables" / f"{name}.csv")
+        assert len(ratios) == 2 * metrics, name  # both policies, every metric
+        assert (ratios.system == "slimio").all() and (ratios.ratio_to_baseline > 0).all()
+        assert (ratios.system_n == 1).all() and (ratios.baseline_n == 1).all()
+
+    slimio_records = sorted((results / "cells").glob("bare-slimio-*.json"))
+    assert len(slimio_records) == 2
+    for record_file in slimio_records:
+        record = json.loads(record_file.read_text())
+        assert record["recovery_verified"] is True, record_file
+        assert record["recovery_time_s"] > 0 and record["on_demand_snapshot_count"] == 1
+        assert record["slimio_recovery_bytes"] == record["recovery_bytes"] > 0
+        assert record["slimio_recovery_time_s"] > 0 and record["slimio_recovery_mb_s"] > 0
+        raw = results / "raw" / record["cell_id"]
+        conf = (raw / paths.RAW_REDIS_CONF).read_text()
+        assert "slimio-format never" in conf and "slimio-backend file" in conf
+        assert (raw / paths.RAW_SLIMIO_INFO_END).read_text().startswith("# ")
+        formatted = json.loads((raw / paths.RAW_SLIMIO_INSPECT_BEFORE).read_text())
+        after = json.loads((raw / paths.RAW_SLIMIO_INSPECT_AFTER).read_text())
+        assert formatted["wal_generations"] == [] and after["wal_generations"]
+        assert after["format_id"] == formatted["format_id"]
+        assert {s["role"] for s in after["slots"] if s["valid"]} >= {"wal-snapshot",
+                                                                     "on-demand"}
+        device = json.loads((raw / paths.RAW_DEVICE_STATS).read_text())
+        assert device["data_dir_bytes"] < 1 << 20, "SlimIO must not write the AOF or RDB files"
+        prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+        assert prov["redis_build"]["slimio_patch_series"] == "7.0"
+        assert prov["redis_build"]["slimio_patch_lines_touched"]["total"] > 0
+        assert prov["storage"]["slimio"]["device_bytes"] == record["slimio_device_bytes"]
+        assert not list(raw.glob("*.img")) and not list(raw.glob("*.dev"))
+    assert (results / "figures" / "fig5_runtime_rps.png").stat().st_size > 1000

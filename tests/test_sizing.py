@@ -50,3 +50,96 @@ def test_image_holds_wal_rewrite_and_snapshots(default_config):
     need = (2 * cells.aof_rewrite_min_size_bytes(default_config)
             + 3 * cells.expected_dataset_bytes(default_config))
     assert cells.image_size_bytes(default_config) >= need
+
+
+def profile_config(profile: str, **slimio) -> dict:
+    return configmod.load([paths.CONFIG_DIR / "config.yaml",
+                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"],
+                          {"slimio": slimio} if slimio else None)
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_slimio_slot_holds_the_dataset_with_margin(profile):
+    cfg = profile_config(profile)
+    slot = cells.slimio_slot_size_bytes(cfg)
+    assert slot % cells.MIB == 0
+    assert slot >= cells.expected_dataset_bytes(cfg) * 1.25 + 16 * cells.MIB
+    assert slot < cells.expected_dataset_bytes(cfg) * 1.25 + 17 * cells.MIB
+
+
+def live_wal_peak(total_wal: int, dataset: int, min_size: int, rewrite_wal: int) -> int:
+    """Largest sum of live WAL generations under Redis's trigger (percentage 1), when every
+    rewrite lasts while ``rewrite_wal`` bytes of WAL arrive: a generation opens when a
+    rewrite starts and the previous one is dropped when that rewrite ends."""
+    written, gen_start, prev_start, peak = 0, 0, None, 0
+    aof, rewrite_left, step = 0, None, max(1, total_wal // 100_000)
+    while written < total_wal:
+        written += step
+        aof += step
+        if rewrite_left is not None:
+            rewrite_left -= step
+            if rewrite_left <= 0:
+                rewrite_left, prev_start = None, None
+                aof = dataset + (written - gen_start)
+        elif aof > min_size:
+            prev_start, gen_start, rewrite_left = gen_start, written, rewrite_wal
+        peak = max(peak, written - (prev_start if prev_start is not None else gen_start))
+    return peak
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_slimio_wal_region_holds_the_live_generations(profile):
+    cfg = profile_config(profile)
+    wal = cells.slimio_wal_size_bytes(cfg)
+    total = cells.expected_wal_bytes(cfg)
+    assert wal % cells.MIB == 0 and wal >= total * 1.1 + 64 * cells.MIB
+    # Whatever a rewrite lasts (none, a tenth of the run, all of it), the live generations
+    # fit, and a slow enough first rewrite does need the whole WAL of the cell.
+    d, m = cells.expected_dataset_bytes(cfg), cells.aof_rewrite_min_size_bytes(cfg)
+    peaks = [live_wal_peak(total, d, m, int(total * f)) for f in (0.001, 0.1, 0.5, 1.0)]
+    assert max(peaks) <= wal
+    assert peaks[-1] >= total - total // 100_000
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_slimio_device_is_the_layout_of_wal_and_slots(profile):
+    cfg = profile_config(profile)
+    wal, slot = cells.slimio_wal_size_bytes(cfg), cells.slimio_slot_size_bytes(cfg)
+    device = cells.slimio_device_bytes(cfg)
+    wal_region = device - cells.MIB - 3 * slot  # slots are whole MiB already
+    assert device % cells.MIB == 0 and wal_region % cells.MIB == 0
+    # The WAL region's payload (4064 of every 4096 bytes) holds the WAL size; no more than
+    # one MiB of rounding on top.
+    assert wal_region // 4096 * (4096 - 32) >= wal
+    assert (wal_region - cells.MIB) // 4096 * (4096 - 32) < wal
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_slimio_image_grows_by_the_device(profile):
+    cfg = profile_config(profile)
+    assert (cells.image_size_bytes(cfg, "slimio") - cells.image_size_bytes(cfg, "baseline")
+            == cells.slimio_device_bytes(cfg))
+
+
+def test_explicit_slimio_sizes_are_used():
+    cfg = profile_config("smoke", wal_size_mb=100, slot_size_mb=50)
+    assert cells.slimio_wal_size_bytes(cfg) == 100 * cells.MIB
+    assert cells.slimio_slot_size_bytes(cfg) == 50 * cells.MIB
+
+
+@pytest.mark.parametrize("wal_mb, slot_mb, lba", [(8, 16, 4096), (100, 37, 4096), (8, 8, 512)])
+def test_device_size_matches_slimio_admin_layout(slimio_admin, tmp_path, wal_mb, slot_mb, lba):
+    """The device size the cell allocates is exactly what slimio-admin's layout needs."""
+    import subprocess
+    cfg = profile_config("smoke", wal_size_mb=wal_mb, slot_size_mb=slot_mb, lba_size_bytes=lba)
+    size = cells.slimio_device_bytes(cfg)
+    args = ["--wal-mib", str(wal_mb), "--slot-mib", str(slot_mb), "--lba-size", str(lba)]
+    for dev_size, ok in ((size, True), (size - lba, False)):
+        dev = tmp_path / f"dev-{dev_size}"
+        with open(dev, "wb") as fh:
+            fh.truncate(dev_size)
+        proc = subprocess.run([str(slimio_admin), "format", "--device", str(dev), *args],
+                              capture_output=True, text=True)
+        assert (proc.returncode == 0) == ok, (dev_size, proc.stderr)
+        if not ok:
+            assert "but the layout needs" in proc.stderr

@@ -47,6 +47,11 @@ def test_every_pin_has_a_patch_series():
         assert build.patch_series(pin["benchmark_patch_series"]), version
 
 
+def test_every_pin_names_its_slimio_series():
+    series = {v: p["slimio_patch_series"] for v, p in sources.load_pins().items()}
+    assert series == {"7.0.15": "7.0", "7.4.2": "7.2+", "8.0.2": "7.2+"}
+
+
 def test_offline_pins_name_debian_suites_not_hosts():
     for pin in sources.load_pins().values():
         for s in pin["sources"]:

@@ -10,22 +10,41 @@ from slimio_repro import cells, config as configmod, paths
 
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
 def test_dry_run_of_every_profile(profile, tmp_path):
+    # An empty build directory: the dry run must plan both builds, whatever build/ holds.
     proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
                      "--configfile", f"config/profiles/{profile}.yaml",
-                     "--config", f"results_dir={tmp_path}")
+                     "--config", f"results_dir={tmp_path}", f"build_dir={tmp_path / 'build'}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
     m = re.search(r"^run_cell\s+(\d+)$", proc.stdout, re.M)
     assert m and int(m.group(1)) == len(cells.expand(cfg))
     assert re.search(r"^aggregate_tables\s+1$", proc.stdout, re.M)
+    for system in ("baseline", "slimio"):
+        assert re.search(rf"^build_redis_{system}\s+1$", proc.stdout, re.M), system
+        cell_ids = set(re.findall(rf"raw/(bare-{system}-redis-benchmark-\S+-r\d+)$",
+                                  proc.stdout, re.M))
+        assert len(cell_ids) == len([c for c in cells.expand(cfg) if c.system == system])
+    for name in ("table3_ratios", "table5_ratios"):
+        assert f"tables/{name}.csv" in proc.stdout and f"tables/{name}.md" in proc.stdout
+
+
+def test_slimio_build_depends_on_its_sources_and_series(tmp_path):
+    proc = snakemake("-n", "--nolock", "--cores", "2", "build_redis",
+                     "--config", f"build_dir={tmp_path / 'build'}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    job = proc.stdout[proc.stdout.index("rule build_redis_slimio:"):]
+    inputs = job[:job.index("output:")]
+    assert "redis-slimio/src/slimio_format.c" in inputs
+    assert "redis-slimio/src/slimio_admin.c" in inputs and "redis-slimio/Makefile" in inputs
+    assert "redis-slimio/patches/7.0/0001-" in inputs and "patches/7.2+/" not in inputs
 
 
 def test_config_override_merges_instead_of_replacing(tmp_path):
     proc = snakemake("-n", "--nolock", "--cores", "2", "run_matrix",
                      "--config", f"results_dir={tmp_path}", "matrix={repetitions: 1}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^run_cell\s+2$", proc.stdout, re.M)  # both policies kept
+    assert re.search(r"^run_cell\s+4$", proc.stdout, re.M)  # both policies, both systems kept
 
 
 def test_bad_config_stops_the_workflow_naming_the_key(tmp_path):

@@ -33,7 +33,24 @@ TABLE5_COLUMNS = [
     ("recovery_mb_s", "Recovery I/O Throughput (MB/s)", 1),
 ]
 EXTRA_COLUMNS = ["wal_snapshot_time_s", "on_demand_snapshot_time_s", "wal_snapshot_count",
-                 "server_set_p999_ms", "device_write_bytes_total", "recovery_bytes"]
+                 "server_set_p999_ms", "device_write_bytes_total", "recovery_bytes",
+                 "slimio_recovery_time_s", "slimio_recovery_mb_s"]
+# Side by side (DESIGN §5): each system over the baseline in the same run, per policy.
+# (column, label, which way is better)
+REFERENCE_SYSTEM = "baseline"
+TABLE3_RATIO_COLUMNS = [
+    ("rps_wal_only", "WAL Only RPS", "higher"),
+    ("rps_wal_snapshot", "WAL&Snapshot RPS", "higher"),
+    ("rps_avg", "Average RPS", "higher"),
+    ("snapshot_time_s", "Snapshot time", "lower"),
+    ("set_p999_ms", "SET p999", "lower"),
+    ("mem_wal_only_peak_gb", "WAL Only Mem Usage", "lower"),
+    ("mem_wal_snapshot_peak_gb", "WAL&Snapshot Mem Usage", "lower"),
+]
+TABLE5_RATIO_COLUMNS = [
+    ("recovery_time_s", "Recovery Time", "lower"),
+    ("recovery_mb_s", "Recovery I/O Throughput", "higher"),
+]
 
 
 def load_records(files: list[Path]) -> pd.DataFrame:
@@ -138,28 +155,131 @@ def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: s
     return summary
 
 
+def ratios(summary: pd.DataFrame, columns) -> pd.DataFrame:
+    """Ratio of means, each system over the baseline of the same testbed, workload and policy.
+
+    One row per (testbed, workload, policy, system, metric) with both means and both n.
+    """
+    out = []
+    keys = ["testbed", "workload", "policy"]
+    for key, g in summary.groupby(keys, sort=False):
+        ref = g[g.system == REFERENCE_SYSTEM]
+        for _, row in g[g.system != REFERENCE_SYSTEM].iterrows():
+            for metric, _, better in columns:
+                base_mean = ref[f"{metric}_mean"].iloc[0] if len(ref) else None
+                mean = row[f"{metric}_mean"]
+                ok = not (base_mean is None or pd.isna(base_mean) or base_mean == 0
+                          or pd.isna(mean))
+                out.append({**dict(zip(keys, key)), "system": row.system, "metric": metric,
+                            "better": better, "system_mean": mean,
+                            "system_n": row[f"{metric}_n"], "baseline_mean": base_mean,
+                            "baseline_n": ref[f"{metric}_n"].iloc[0] if len(ref) else 0,
+                            "ratio_to_baseline": mean / base_mean if ok else None})
+    return pd.DataFrame(out, columns=keys + ["system", "metric", "better", "system_mean",
+                                             "system_n", "baseline_mean", "baseline_n",
+                                             "ratio_to_baseline"])
+
+
+def _paper_ratios(name: str) -> dict:
+    """The paper's own ratios in table ``name``: (policy, system, metric) -> system/baseline.
+
+    Table 5 of the paper has no policy: its key has policy None.
+    """
+    with open(paths.REFERENCE_DIR / "paper_tables.yaml") as fh:
+        rows = yaml.safe_load(fh).get(name, [])
+    by = {(r.get("policy"), r["system"]): r for r in rows}
+    out = {}
+    for (policy, system), r in by.items():
+        base = by.get((policy, REFERENCE_SYSTEM))
+        if system == REFERENCE_SYSTEM or base is None:
+            continue
+        for metric, value in r.items():
+            if isinstance(value, (int, float)) and base.get(metric):
+                out[(policy, system, metric)] = value / base[metric]
+    return out
+
+
+def ratio_markdown(table: pd.DataFrame, columns, title: str, paper_table: str,
+                   notes: list[str]) -> str:
+    labels = {m: label for m, label, _ in columns}
+    paper = _paper_ratios(paper_table)
+    lines = [f"# {title}", ""]
+    if table.empty:
+        return "\n".join(lines + ["No system to compare with the baseline in this run: the "
+                                   "matrix needs `baseline` and another system."]) + "\n"
+    lines += ["| Policy | System | Testbed | Metric | better | Baseline (n) | System (n) "
+              "| System / Baseline | Paper's ratio |", "|" + "---|" * 9]
+    order = list(POLICY_LABEL)
+    table = table.assign(_p=table.policy.map(order.index),
+                         _m=table.metric.map(list(labels).index))
+    for _, r in table.sort_values(["_p", "system", "testbed", "_m"]).iterrows():
+        def num(v, n):
+            if v is None or pd.isna(v):
+                return "n/a"
+            return f"{v:,.1f} ({n})" if abs(v) >= 100 else f"{v:.3f} ({n})"
+        ratio = r.ratio_to_baseline
+        ref = paper.get((r.policy, r.system, r.metric), paper.get((None, r.system, r.metric)))
+        lines.append(
+            f"| {POLICY_LABEL.get(r.policy, r.policy)} | {SYSTEM_LABEL.get(r.system, r.system)} "
+            f"| {r.testbed} | {labels[r.metric]} ({r.metric}) | {r.better} "
+            f"| {num(r.baseline_mean, r.baseline_n)} | {num(r.system_mean, r.system_n)} "
+            f"| {'n/a' if ratio is None or pd.isna(ratio) else f'{ratio:.3f}'} "
+            f"| {'-' if ref is None else f'{ref:.3f}'} |")
+    lines += ["", "Ratios of the means over n repetitions each, measured side by side in this "
+              "run (same host, same storage); the means and n are in the CSV next to this file."]
+    lines += [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def write_ratios(summary: pd.DataFrame, columns, name: str, title: str, paper_table: str,
+                 notes: list[str], out_dir: Path) -> pd.DataFrame:
+    table = ratios(summary, columns)
+    table.to_csv(out_dir / f"{name}.csv", index=False)
+    (out_dir / f"{name}.md").write_text(ratio_markdown(table, columns, title, paper_table,
+                                                       notes))
+    return table
+
+
 def write_all(record_files: list[Path], out_dir: Path) -> None:
     cells = load_records(record_files)
     out_dir.mkdir(parents=True, exist_ok=True)
     cells.to_csv(out_dir / "cells.csv", index=False)
     testbeds = ", ".join(sorted(cells.testbed.unique()))
     fs = ", ".join(sorted(cells.filesystem.unique()))
+    phases = ("Phases are taken from the INFO sampler's rdb_bgsave_in_progress / "
+              "aof_rewrite_in_progress flags; Mem Usage is the peak RSS of the server plus its "
+              "fork child in that phase (GB = 10^9 bytes).")
+    snapshot_time = ("Snapshot time is the mean over all WAL-Snapshots and On-Demand-Snapshots "
+                     "(from the server log, ms resolution).")
+    on_fs = (" (SlimIO's device is a file on it, written with O_DIRECT by its file backend)"
+             if "slimio" in set(cells.system) else "")
     notes = [
-        f"Testbed(s): {testbeds}; baseline file system: {fs}. Profile: "
+        f"Testbed(s): {testbeds}; file system: {fs}{on_fs}. Profile: "
         f"{', '.join(sorted(cells.profile.unique()))}; Redis {', '.join(sorted(cells.redis_version.unique()))}.",
-        "Phases are taken from the INFO sampler's rdb_bgsave_in_progress / "
-        "aof_rewrite_in_progress flags; Mem Usage is the peak RSS of the server plus its fork "
-        "child in that phase (GB = 10^9 bytes).",
-        "Snapshot time is the mean over all WAL-Snapshots and On-Demand-Snapshots "
-        "(from the server log, ms resolution).",
+        phases, snapshot_time,
         "SSD WAF is n/a on the bare testbed: it needs the FDP statistics log of the VM's "
         "emulated device.",
     ]
-    write_table(cells, "redis-benchmark", TABLE3_COLUMNS, "table3_redis_benchmark",
-                "Table 3: Overall evaluation with the redis-benchmark workload", notes, out_dir)
-    if "recovery_time_s" in cells:
-        write_table(cells, "redis-benchmark", TABLE5_COLUMNS, "table5_recovery",
-                    "Table 5: Recovery evaluation (redis-benchmark cells)",
-                    ["Recovery time is Redis's own 'DB loaded from append only file' time after "
-                     "a remount (cold page cache); throughput is the AOF size (base + "
-                     "increments) over that time (MB = 10^6 bytes)."], out_dir)
+    t3 = write_table(cells, "redis-benchmark", TABLE3_COLUMNS, "table3_redis_benchmark",
+                     "Table 3: Overall evaluation with the redis-benchmark workload", notes,
+                     out_dir)
+    paper_note = ("Paper's ratio: the same ratio from the paper's Table 3/5 (FEMU FDP SSD, "
+                  "28 M SETs x 5), for comparison only.")
+    write_ratios(t3, TABLE3_RATIO_COLUMNS, "table3_ratios",
+                 "Table 3 ratios: each system over the baseline (redis-benchmark)",
+                 "table3_redis_benchmark", [phases, snapshot_time, paper_note], out_dir)
+    t5_notes = [
+        "Recovery time is Redis's own 'DB loaded from append only file' time after a remount "
+        "(cold page cache), for both systems; throughput is what was loaded over that time "
+        "(MB = 10^6 bytes): the AOF's files (base + increments) for the baseline, the bytes "
+        "SlimIO read from its device (snapshot slot + WAL, INFO slimio_recovery_bytes) for "
+        "SlimIO.",
+        "The CSV also has SlimIO's own measurement of its device reads "
+        "(slimio_recovery_time_s, slimio_recovery_mb_s as INFO slimio reports them).",
+    ]
+    # Written even with recovery disabled (then every value is n/a): the rule promises it.
+    t5 = write_table(cells, "redis-benchmark", TABLE5_COLUMNS, "table5_recovery",
+                     "Table 5: Recovery evaluation (redis-benchmark cells)", t5_notes, out_dir)
+    write_ratios(t5, TABLE5_RATIO_COLUMNS, "table5_ratios",
+                 "Table 5 ratios: each system over the baseline (recovery, redis-benchmark)",
+                 "table5_recovery", [t5_notes[0], paper_note], out_dir)

@@ -15,7 +15,7 @@ import shutil
 import time
 from pathlib import Path
 
-from . import benchmark, cells, fsimage, paths, provenance, redislog
+from . import benchmark, cells, fsimage, paths, provenance, redislog, slimio
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
 
@@ -58,6 +58,11 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     if out_dir.exists():
         raise CellError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                         "(delete it to run the cell again)")
+    is_slimio = cell.system == "slimio"
+    admin = bin_dir / paths.SLIMIO_ADMIN
+    if is_slimio and not admin.is_file():
+        raise CellError(f"{bin_dir} has no {paths.SLIMIO_ADMIN}: is it a slimio build? "
+                        "Build it with `snakemake --cores all build_redis`")
     partial = out_dir.with_name(out_dir.name + ".partial")
     if partial.exists():
         fsimage.cleanup_stale(partial)
@@ -70,10 +75,12 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
         "appendfsync": cells.POLICY_APPENDFSYNC[cell.policy],
         "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config),
         "auto_aof_rewrite_percentage": config["server"]["auto_aof_rewrite_percentage"],
-        "image_size_bytes": cells.image_size_bytes(config),
+        "image_size_bytes": cells.image_size_bytes(config, cell.system),
         "expected_wal_bytes": cells.expected_wal_bytes(config),
         "expected_dataset_bytes": cells.expected_dataset_bytes(config),
     }
+    if is_slimio:
+        derived.update(slimio.sizes(config))
     _write_json(partial / paths.RAW_CONFIG, {"config": config, "derived": derived})
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": config["profile"],
             "utc_start": provenance.utc_now(), "host": provenance.host(),
@@ -84,10 +91,12 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     keys = sampled_keys(cell, workload, config["recovery"]["sampled_keys"])
 
     def start_server(conf_name: str, log_name: str) -> RedisServer:
+        block = slimio.conf_block(config["slimio"], device_file, derived) if is_slimio else ""
         render_conf(partial / conf_name, port=port, data_dir=data_dir,
                     log_file=partial / log_name, appendfsync=derived["appendfsync"],
                     auto_aof_rewrite_percentage=derived["auto_aof_rewrite_percentage"],
-                    auto_aof_rewrite_min_size=derived["auto_aof_rewrite_min_size_bytes"])
+                    auto_aof_rewrite_min_size=derived["auto_aof_rewrite_min_size_bytes"],
+                    slimio_block=block)
         server = RedisServer(bin_dir, partial / conf_name, port, partial / log_name)
         servers.append(server)
         commands.append({"what": conf_name, "argv": server.command})
@@ -101,6 +110,10 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             prov["storage"] = fs.describe()
             data_dir = fs.mountpoint / "data"
             data_dir.mkdir()
+            device_file = fs.mountpoint / paths.SLIMIO_DEVICE_FILE
+            if is_slimio:
+                prov["storage"]["slimio"] = slimio.prepare(
+                    admin, device_file, config["slimio"], derived, commands, partial)
             port = free_port()
             device["write_bytes_at_start"] = fsimage.loop_write_bytes(fs.loop_dev)
             server = start_server(paths.RAW_REDIS_CONF, paths.RAW_REDIS_LOG)
@@ -122,14 +135,23 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             sampler.stop()
             cli = server.client()
             _write_json(partial / paths.RAW_INFO_END, cli.info("everything"))
+            if is_slimio:
+                (partial / paths.RAW_SLIMIO_INFO_END).write_text(server.info_raw("slimio"))
             before = fingerprint(cli, keys)
             server.shutdown()
             device["write_bytes_at_shutdown"] = fsimage.loop_write_bytes(fs.loop_dev)
+            if is_slimio:
+                # What the recovery starts from: the slots and live WAL generations.
+                slimio.inspect(admin, device_file, derived["slimio_lba_size_bytes"],
+                               partial / paths.RAW_SLIMIO_INSPECT_AFTER)
             if config["recovery"]["enabled"]:
                 _write_json(partial / paths.RAW_RECOVERY,
-                            recover(fs, data_dir, config, before, keys, start_server, partial))
+                            recover(fs, data_dir, config, before, keys, start_server, partial,
+                                    is_slimio))
             device["loop_device"] = fs.loop_dev
             device["data_dir_bytes"] = _dir_bytes(data_dir)
+            if is_slimio:
+                device["slimio_device_bytes"] = device_file.stat().st_size
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
             if sampler is not None:
@@ -154,8 +176,8 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
 
 
 def recover(fs: fsimage.FsImage, data_dir: Path, config: dict, before: dict, keys: list[str],
-            start_server, partial: Path) -> dict:
-    """Restart on the same data, time the load and verify the dataset."""
+            start_server, partial: Path, is_slimio: bool) -> dict:
+    """Restart on the same data (same configuration), time the load and verify the dataset."""
     if config["recovery"]["cold_cache"]:
         fs.remount()
     aof_bytes = _dir_bytes(data_dir / "appendonlydir")
@@ -166,6 +188,9 @@ def recover(fs: fsimage.FsImage, data_dir: Path, config: dict, before: dict, key
     cli = server.client()
     after = fingerprint(cli, keys)
     _write_json(partial / paths.RAW_INFO_RECOVERY, cli.info("everything"))
+    if is_slimio:
+        # slimio_recovery_time_s, _bytes, _mbps: what SlimIO read from its device.
+        (partial / paths.RAW_SLIMIO_INFO_RECOVERY).write_text(server.info_raw("slimio"))
     server.shutdown()
     loads = redislog.load_times((partial / paths.RAW_RECOVERY_LOG).read_text())
     mismatched = sorted(k for k in keys if before["sampled_values_sha256"][k]

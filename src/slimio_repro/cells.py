@@ -89,10 +89,75 @@ def aof_rewrite_min_size_bytes(config: dict) -> int:
     return max(MIB, int((low + high) / 2))
 
 
-def image_size_bytes(config: dict) -> int:
-    """File-system image big enough for the WAL, a rewrite in flight and two snapshots."""
+def _ceil_to(value: float, unit: int) -> int:
+    return int(math.ceil(value / unit)) * unit
+
+
+def slimio_slot_size_bytes(config: dict) -> int:
+    """Size of each of SlimIO's three snapshot slots (whole MiB).
+
+    A slot holds one snapshot: the WAL-Snapshot's RDB preamble or the On-Demand RDB, at most
+    the dataset at the end of the workload (expected_dataset_bytes), with a margin.
+    """
+    s = config["slimio"]
+    if s["slot_size_mb"]:
+        return s["slot_size_mb"] * MIB
+    need = expected_dataset_bytes(config) * s["slot_margin_ratio"] + s["slot_margin_mb"] * MIB
+    return _ceil_to(need, MIB)
+
+
+def slimio_wal_size_bytes(config: dict) -> int:
+    """WAL payload bytes SlimIO's circular WAL region must hold (whole MiB).
+
+    The region holds the live WAL generations: the one a WAL-Snapshot replays from and the
+    one opened when the rewrite started, i.e. everything written from the start of one
+    rewrite to the end of the next. The trigger model (aof_rewrite_min_size_bytes) says when
+    a rewrite starts, not how long it lasts, and no rewrite starts while one runs: a slow
+    rewrite keeps the previous generation alive for as long as it takes, and in the worst
+    case (the first rewrite lasting to the end of the workload) that is the whole WAL of the
+    cell. So the only bound the model justifies is the cell's total WAL, with a margin.
+    The 32-byte block headers are not in this number: the layout adds them (see
+    slimio_device_bytes).
+    """
+    s = config["slimio"]
+    if s["wal_size_mb"]:
+        return s["wal_size_mb"] * MIB
+    need = expected_wal_bytes(config) * s["wal_margin_ratio"] + s["wal_margin_mb"] * MIB
+    return _ceil_to(need, MIB)
+
+
+# SlimIO's on-device layout (redis-slimio/src/slimio_format.h): two metadata LBAs, the WAL
+# region, three equal slots, each region starting on a 1 MiB boundary; every WAL block of
+# lba_size bytes carries a 32-byte header.
+SLIMIO_ALIGN_BYTES = MIB
+SLIMIO_WAL_HEADER_BYTES = 32
+SLIMIO_SLOTS = 3
+
+
+def slimio_device_bytes(config: dict) -> int:
+    """Size of the device file that the layout for the WAL and slot sizes above needs.
+
+    Mirrors slimioLayoutPlan (redis-slimio/src/slimio_format.c); slimio-admin format refuses
+    a device that is too small, naming both sizes, so a divergence cannot go unnoticed.
+    """
+    lba = config["slimio"]["lba_size_bytes"]
+    wal_blocks = math.ceil(slimio_wal_size_bytes(config) / (lba - SLIMIO_WAL_HEADER_BYTES))
+    wal_region = _ceil_to(wal_blocks * lba, SLIMIO_ALIGN_BYTES)
+    slot_region = _ceil_to(slimio_slot_size_bytes(config), SLIMIO_ALIGN_BYTES)
+    return SLIMIO_ALIGN_BYTES + wal_region + SLIMIO_SLOTS * slot_region
+
+
+def image_size_bytes(config: dict, system: str = "baseline") -> int:
+    """File-system image big enough for the WAL, a rewrite in flight and two snapshots.
+
+    A slimio cell's image holds the same room as the baseline's (the server's own data
+    directory keeps its place) plus SlimIO's device file.
+    """
     explicit = config["testbeds"]["bare"]["image_size_mb"]
     if explicit:
         return explicit * MIB
     need = 2 * aof_rewrite_min_size_bytes(config) + 3 * expected_dataset_bytes(config)
-    return max(256 * MIB, int(need * 1.5))
+    size = max(256 * MIB, int(need * 1.5))
+    if system == "slimio":
+        size += slimio_device_bytes(config)
+    return size

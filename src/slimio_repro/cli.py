@@ -7,7 +7,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import build, cell, cells, config as configmod, paths, sources
+from . import build, cell, cells, config as configmod, paths, slimio, sources
 
 
 def _config(args) -> dict:
@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tarball-dir", action="append", default=[])
     p.set_defaults(func=cmd_fetch_source)
     p = sub.add_parser("build-redis", help="build Redis from a verified tarball")
-    p.add_argument("--system", default="baseline", choices=["baseline"])
+    p.add_argument("--system", default="baseline", choices=build.SYSTEMS)
     p.add_argument("--version", required=True)
     p.add_argument("--tarball", required=True)
     p.add_argument("--output-dir", required=True)
@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (configmod.ConfigError, sources.SourceError, build.BuildError,
-            cell.CellError, ValueError) as exc:
+            cell.CellError, slimio.SlimioError, ValueError) as exc:
         print(f"slimio-repro: error: {exc}", file=sys.stderr)
         return 2
 

@@ -138,12 +138,25 @@ def validate(config: dict, schema: dict | None = None) -> dict:
 
 
 def _check_semantics(config: dict) -> None:
+    from . import cells  # cells needs no config module; imported here to keep that so
+
     bench = config["workloads"]["redis-benchmark"]
     width = bench["key_size_bytes"]
     if bench["keyspace"] > 10 ** width:
         raise ConfigError(
             f"workloads.redis-benchmark.keyspace: {bench['keyspace']} keys do not fit in "
             f"key_size_bytes={width} decimal digits; raise key_size_bytes or lower keyspace")
+    image_mb = config["testbeds"]["bare"]["image_size_mb"]
+    if image_mb and "slimio" in config["matrix"]["systems"]:
+        device = cells.slimio_device_bytes(config)
+        # ext4's own metadata (inode tables, journal) takes a few percent of the image.
+        need_mb = -(-(device + device // 16 + 256 * cells.MIB) // cells.MIB)
+        if image_mb < need_mb:
+            raise ConfigError(
+                f"testbeds.bare.image_size_mb: {image_mb} MiB cannot hold SlimIO's "
+                f"{device // cells.MIB} MiB device file and the file system around it (needs "
+                f"at least {need_mb} MiB); raise it, set it to null, or shrink "
+                "slimio.wal_size_mb / slimio.slot_size_mb")
 
 
 def load(configfiles: list[str | Path], overrides: dict | None = None) -> dict:

@@ -57,6 +57,53 @@ def server_latency_p999_ms(info: dict, command: str = "set") -> float | None:
     return stats["p99.9"] / 1000 if isinstance(stats, dict) and "p99.9" in stats else None
 
 
+def info_fields(text: str) -> dict:
+    """``field:value`` lines of a raw INFO reply; numbers as numbers, section headers skipped."""
+    out = {}
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line.startswith("#") or ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        for kind in (int, float):
+            try:
+                out[key] = kind(value)
+                break
+            except ValueError:
+                continue
+        else:
+            out[key] = value
+    return out
+
+
+SLIMIO_RECOVERY_FIELDS = ("slimio_recovery_time_s", "slimio_recovery_bytes",
+                          "slimio_recovery_mbps")
+
+
+def slimio_recovery(raw: Path) -> dict:
+    """What SlimIO read from its device to recover: INFO slimio, checked against its log line."""
+    try:
+        info = info_fields((raw / paths.RAW_SLIMIO_INFO_RECOVERY).read_text())
+    except FileNotFoundError:
+        raise ParseError(f"{raw} has no {paths.RAW_SLIMIO_INFO_RECOVERY}: a slimio cell with "
+                         "recovery must keep INFO slimio of the recovered server") from None
+    missing = [f for f in SLIMIO_RECOVERY_FIELDS if f not in info]
+    if missing:
+        raise ParseError(f"{raw / paths.RAW_SLIMIO_INFO_RECOVERY} lacks {', '.join(missing)}: "
+                         "did the server recover from its SlimIO device?")
+    line = redislog.slimio_recovery((raw / paths.RAW_RECOVERY_LOG).read_text())
+    if line is None:
+        raise ParseError(f"{raw / paths.RAW_RECOVERY_LOG} has no 'SlimIO recovery: loaded ...' "
+                         "line: did the server recover from its SlimIO device?")
+    if line["bytes"] != info["slimio_recovery_bytes"]:
+        raise ParseError(f"{raw}: INFO slimio says slimio_recovery_bytes="
+                         f"{info['slimio_recovery_bytes']} but the recovery log says "
+                         f"{line['bytes']} bytes; the SlimIO server contradicts itself")
+    return {"slimio_recovery_time_s": float(info["slimio_recovery_time_s"]),
+            "slimio_recovery_bytes": int(info["slimio_recovery_bytes"]),
+            "slimio_recovery_mb_s": float(info["slimio_recovery_mbps"])}
+
+
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     raw = Path(raw)
     if not (raw / paths.RAW_COMPLETE).exists():
@@ -98,6 +145,8 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "device_write_bytes_workload": device["write_bytes_workload"],
         "device_write_bytes_total": device["write_bytes_total"],
         "auto_aof_rewrite_min_size_bytes": eff["derived"]["auto_aof_rewrite_min_size_bytes"],
+        # System slimio: the layout it formatted (WAL, slot, LBA and device sizes).
+        **{k: v for k, v in eff["derived"].items() if k.startswith("slimio_")},
         "waf": None,  # needs a device with an FDP log (VM testbed); none on the bare testbed
         "utc_start": prov["utc_start"], "utc_end": prov["utc_end"],
         "git_commit": prov["git"]["commit"], "git_dirty": prov["git"]["dirty"],
@@ -108,10 +157,17 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     if (raw / paths.RAW_RECOVERY).exists():
         rec = _json(raw, paths.RAW_RECOVERY)
         load = rec["load_time_s"]
+        # What the server loaded: the AOF's files (base + increments) for the baseline, what
+        # SlimIO read from its device (the snapshot slot + the WAL) for slimio.
+        loaded = rec["aof_bytes"]
+        if prov["cell"]["system"] == "slimio":
+            slim = slimio_recovery(raw)
+            record.update(slim)
+            loaded = slim["slimio_recovery_bytes"]
         record.update({
             "recovery_time_s": load, "recovery_wall_s": rec["startup_wall_s"],
-            "recovery_bytes": rec["aof_bytes"],
-            "recovery_mb_s": rec["aof_bytes"] / MB / load if load else None,
+            "recovery_bytes": loaded,
+            "recovery_mb_s": loaded / MB / load if load else None,
             "recovery_device_read_bytes": rec["device_read_bytes"],
             "recovery_verified": rec["verified"], "recovery_dbsize": rec["dbsize_after"],
         })

@@ -17,6 +17,12 @@ REDIS_BASELINE_DIR = REPO_ROOT / "redis-baseline"
 UPSTREAM_PINS = REDIS_BASELINE_DIR / "UPSTREAM.yaml"
 REDIS_CONF_TEMPLATE = REDIS_BASELINE_DIR / "redis.conf.template"
 BENCHMARK_PATCH_DIR = REDIS_BASELINE_DIR / "patches"
+REDIS_SLIMIO_DIR = REPO_ROOT / "redis-slimio"
+SLIMIO_PATCH_DIR = REDIS_SLIMIO_DIR / "patches"
+SLIMIO_SRC_DIR = REDIS_SLIMIO_DIR / "src"
+# Built by `make -C redis-slimio admin`, never copied into the Redis tree.
+SLIMIO_ADMIN_SOURCE = "slimio_admin.c"
+SLIMIO_ADMIN = "slimio-admin"
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
 
 # Wildcard patterns, relative to the results or build directory.
@@ -44,6 +50,16 @@ RAW_INFO_RECOVERY = "info-after-recovery.json"
 RAW_DEVICE_STATS = "device-stats.json"
 RAW_RECOVERY = "recovery.json"
 RAW_COMPLETE = "CELL_COMPLETE"
+# System slimio only: the admin tool's output and the server's INFO slimio section (raw).
+RAW_SLIMIO_FORMAT_OUT = "slimio-format.stdout.txt"
+RAW_SLIMIO_FORMAT_ERR = "slimio-format.stderr.txt"
+RAW_SLIMIO_INSPECT_BEFORE = "slimio-inspect-before.json"
+RAW_SLIMIO_INSPECT_AFTER = "slimio-inspect-after.json"
+RAW_SLIMIO_INFO_END = "info-slimio-after-workload.txt"
+RAW_SLIMIO_INFO_RECOVERY = "info-slimio-after-recovery.txt"
+
+# System slimio on the bare testbed: the SlimIO device is this file in the cell's image.
+SLIMIO_DEVICE_FILE = "slimio.dev"
 
 
 @dataclass(frozen=True)

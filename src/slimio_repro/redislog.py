@@ -64,6 +64,21 @@ def load_times(text: str) -> dict:
     return out
 
 
+SLIMIO_RECOVERY_RE = re.compile(r"SlimIO recovery: loaded (?P<bytes>\d+) bytes in "
+                                r"(?P<secs>[\d.]+) seconds \((?P<mbps>[\d.]+) MB/s\)")
+
+
+def slimio_recovery(text: str) -> dict | None:
+    """SlimIO's own recovery line (the last one): bytes it read from its device, seconds, MB/s."""
+    out = None
+    for m in lines(text):
+        sm = SLIMIO_RECOVERY_RE.search(m["msg"])
+        if sm:
+            out = {"bytes": int(sm["bytes"]), "secs": float(sm["secs"]),
+                   "mbps": float(sm["mbps"])}
+    return out
+
+
 def version(text: str) -> str | None:
     m = re.search(r"Redis version=(\S+?),", text)
     return m.group(1) if m else None

@@ -23,8 +23,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def render_conf(dest: Path, **values) -> str:
-    text = string.Template(paths.REDIS_CONF_TEMPLATE.read_text()).substitute(**values)
+def render_conf(dest: Path, slimio_block: str = "", **values) -> str:
+    """Write redis.conf from the template; ``slimio_block`` is empty except for system slimio."""
+    text = string.Template(paths.REDIS_CONF_TEMPLATE.read_text()).substitute(
+        slimio_block=slimio_block, **values)
     dest.write_text(text)
     return text
 
@@ -45,6 +47,12 @@ class RedisServer:
     def client(self, timeout: float | None = 30) -> redis.Redis:
         return redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=timeout,
                            decode_responses=True)
+
+    def info_raw(self, section: str) -> str:
+        """INFO ``section`` exactly as the server sends it (redis-py would parse it)."""
+        cli = self.client()
+        cli.set_response_callback("INFO", lambda response, **options: response)
+        return cli.execute_command("INFO", section)
 
     def start(self, timeout_s: float) -> float:
         """Start and wait until it answers PING and has finished loading; return seconds."""

@@ -23,6 +23,25 @@ rule build_redis_baseline:
         build("logs/build_redis_baseline-{version}.log"),
     threads: workflow.cores
     params:
+        system="baseline",
+        jobs=config["redis"]["make_jobs"],
+    script:
+        "../scripts/build_redis.py"
+
+
+rule build_redis_slimio:
+    """SlimIO: the baseline's tree plus redis-slimio's new files and hook series, and slimio-admin."""
+    input:
+        tarball=build(pathsmod.SOURCE_TARBALL_PATTERN),
+        slimio=slimio_build_inputs,
+    output:
+        server=build("redis-slimio/{version}/bin/redis-server"),
+        admin=build("redis-slimio/{version}/bin/slimio-admin"),
+    log:
+        build("logs/build_redis_slimio-{version}.log"),
+    threads: workflow.cores
+    params:
+        system="slimio",
         jobs=config["redis"]["make_jobs"],
     script:
         "../scripts/build_redis.py"

@@ -4,6 +4,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from slimio_repro import build as buildmod  # noqa: E402
 from slimio_repro import cells as cellsmod  # noqa: E402
 from slimio_repro import config as configmod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
@@ -44,3 +45,8 @@ def cell_files(pattern, **extra):
 def redis_bin(wildcards):
     build_dir = pathsmod.REDIS_BUILD_PATTERN.format(system=wildcards.system, version=REDIS_VERSION)
     return build(f"{build_dir}/bin/redis-server")
+
+
+def slimio_build_inputs(wildcards):
+    """redis-slimio's sources, Makefile and the version's hook series: a change rebuilds."""
+    return [str(p) for p in buildmod.slimio_build_inputs(wildcards.version)]

@@ -1,4 +1,4 @@
-"""Rule build_redis_<system>: thin wrapper over slimio_repro.build.build_redis."""
+"""Rules build_redis_baseline and build_redis_slimio: thin wrapper over build.build_redis."""
 import json
 from pathlib import Path
 
@@ -7,7 +7,8 @@ from slimio_repro.smk import logged
 
 out_dir = Path(snakemake.output.server).parent.parent
 with logged(snakemake.log[0]):
-    record = build.build_redis("baseline", snakemake.wildcards.version, Path(snakemake.input[0]),
+    record = build.build_redis(snakemake.params.system, snakemake.wildcards.version,
+                               Path(snakemake.input[0]),
                                out_dir, snakemake.params.jobs or snakemake.threads,
                                Path(snakemake.log[0] + ".make"))
     print(json.dumps(record, indent=2))

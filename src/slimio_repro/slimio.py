@@ -1,0 +1,131 @@
+"""System slimio on the bare testbed: its device file, the admin tool, its redis.conf block.
+
+The SlimIO device of a cell is a file (``slimio.dev``) in the cell's own fresh file-system
+image: the `file` backend writes it with io_uring and O_DIRECT, so the WAL and snapshots
+reach the same loop device and backing storage as the baseline's files do. The pipeline
+formats it with ``slimio-admin format`` before the server starts, and the server runs with
+``slimio-format never``: it must find exactly that layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from . import cells, paths
+
+MIB = cells.MIB
+
+
+class SlimioError(RuntimeError):
+    pass
+
+
+def sizes(config: dict) -> dict:
+    """The layout a cell formats, in bytes (recorded in effective-config.json)."""
+    return {
+        "slimio_wal_size_bytes": cells.slimio_wal_size_bytes(config),
+        "slimio_slot_size_bytes": cells.slimio_slot_size_bytes(config),
+        "slimio_lba_size_bytes": config["slimio"]["lba_size_bytes"],
+        "slimio_device_bytes": cells.slimio_device_bytes(config),
+    }
+
+
+def conf_block(settings: dict, device: Path, layout: dict) -> str:
+    """The slimio-* lines of redis.conf (all immutable; SlimIO works with appendonly yes).
+
+    ``settings`` is the config's ``slimio`` section, ``layout`` what :func:`sizes` returns.
+    The WAL, slot and LBA sizes are only used when the server formats; with
+    ``slimio-format never`` they document the layout slimio-admin wrote.
+    """
+    p = settings["placement_ids"]
+    lines = [
+        f"slimio-device {device}",
+        f"slimio-backend {settings['backend']}",
+        "slimio-format never",
+        f"slimio-wal-size {layout['slimio_wal_size_bytes']}",
+        f"slimio-slot-size {layout['slimio_slot_size_bytes']}",
+        f"slimio-lba-size {layout['slimio_lba_size_bytes']}",
+        f"slimio-sqpoll {'yes' if settings['sqpoll'] else 'no'}",
+        f"slimio-ring-entries {settings['ring_entries']}",
+        f"slimio-wal-buffer-size {settings['wal_buffer_size_mb']}mb",
+        f"slimio-readahead-size {settings['readahead_size_mb']}mb",
+        f"slimio-placement-wal {p['wal']}",
+        f"slimio-placement-wal-snapshot {p['wal_snapshot']}",
+        f"slimio-placement-on-demand {p['on_demand']}",
+        f"slimio-load-snapshot {settings['load_snapshot']}",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def create_device(path: Path, size_bytes: int) -> None:
+    """Allocate the device file (fallocate: blocks reserved, nothing written yet)."""
+    if path.exists():
+        raise SlimioError(f"{path} already exists; refusing to reuse a SlimIO device")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    try:
+        os.posix_fallocate(fd, 0, size_bytes)
+    except OSError as exc:
+        raise SlimioError(f"cannot allocate the {size_bytes >> 20} MiB SlimIO device {path}: "
+                          f"{exc}; raise testbeds.bare.image_size_mb or set it to null") from None
+    finally:
+        os.close(fd)
+
+
+def format_command(admin: Path, device: Path, layout: dict) -> list[str]:
+    return [str(admin), "format", "--device", str(device),
+            "--wal-mib", str(layout["slimio_wal_size_bytes"] // MIB),
+            "--slot-mib", str(layout["slimio_slot_size_bytes"] // MIB),
+            "--lba-size", str(layout["slimio_lba_size_bytes"])]
+
+
+def inspect_command(admin: Path, device: Path, lba_size: int) -> list[str]:
+    return [str(admin), "inspect", "--device", str(device), "--lba-size", str(lba_size),
+            "--json"]
+
+
+def run_admin(cmd: list[str], out: Path | None = None, err: Path | None = None) -> str:
+    """Run slimio-admin; keep its stdout/stderr in ``out``/``err``; fail naming both."""
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if out is not None:
+        out.write_text(proc.stdout)
+    if err is not None:
+        err.write_text(proc.stderr)
+    if proc.returncode != 0:
+        raise SlimioError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
+                          f"{proc.stderr.strip()[-500:]}")
+    return proc.stdout
+
+
+def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
+    """``slimio-admin inspect --json`` into ``dest``; return it parsed."""
+    text = run_admin(inspect_command(admin, device, lba_size))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise SlimioError(f"slimio-admin inspect printed no JSON ({exc}): {text[:300]!r}") \
+            from None
+    dest.write_text(json.dumps(data, indent=2) + "\n")
+    return data
+
+
+def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: list,
+            raw_dir: Path) -> dict:
+    """Create and format a cell's device file; keep the tool's output in ``raw_dir``.
+
+    Appends the commands to ``commands``; returns the device's description for provenance.
+    """
+    create_device(device, layout["slimio_device_bytes"])
+    cmd = format_command(admin, device, layout)
+    commands.append({"what": "slimio-format", "argv": cmd})
+    run_admin(cmd, raw_dir / paths.RAW_SLIMIO_FORMAT_OUT, raw_dir / paths.RAW_SLIMIO_FORMAT_ERR)
+    lba = layout["slimio_lba_size_bytes"]
+    commands.append({"what": "slimio-inspect", "argv": inspect_command(admin, device, lba)})
+    formatted = inspect(admin, device, lba, raw_dir / paths.RAW_SLIMIO_INSPECT_BEFORE)
+    return {"backend": settings["backend"], "device_file": str(device),
+            "device_bytes": device.stat().st_size, "lba_size_bytes": lba,
+            "format_id": formatted.get("format_id"),
+            "wal_size_bytes": layout["slimio_wal_size_bytes"],
+            "slot_size_bytes": layout["slimio_slot_size_bytes"]}
