@@ -52,7 +52,7 @@ def test_slimio_conf_has_every_option_once(rendered, default_config):
     assert (d["slimio-backend"], d["slimio-format"]) == ("file", "never")
     assert int(d["slimio-wal-size"]) == cells.slimio_wal_size_bytes(default_config)
     assert int(d["slimio-slot-size"]) == layout["slimio_slot_size_bytes"]
-    assert d["slimio-lba-size"] == "4096" and d["slimio-sqpoll"] == "yes"
+    assert d["slimio-lba-size"] == "4096" and d["slimio-sqpoll"] == "no"
     assert (d["slimio-wal-buffer-size"], d["slimio-readahead-size"]) == ("8mb", "4mb")
     assert (d["slimio-placement-wal"], d["slimio-placement-wal-snapshot"],
             d["slimio-placement-on-demand"]) == ("1", "3", "2")
@@ -67,9 +67,9 @@ def test_the_slimio_block_is_the_only_difference(rendered):
     assert slim.startswith(base)
 
 
-def test_no_placement_and_no_sqpoll_render(default_config):
-    s = dict(default_config["slimio"], sqpoll=False,
+def test_no_placement_and_sqpoll_render(default_config):
+    s = dict(default_config["slimio"], sqpoll=True,
              placement_ids={"wal": -1, "wal_snapshot": -1, "on_demand": 0})
     d = directives(slimio.conf_block(s, Path("/d"), slimio.sizes(default_config)))
-    assert d["slimio-sqpoll"] == "no" and d["slimio-placement-wal"] == "-1"
+    assert d["slimio-sqpoll"] == "yes" and d["slimio-placement-wal"] == "-1"
     assert d["slimio-placement-on-demand"] == "0"

@@ -124,8 +124,13 @@ static void formatDevice(void) {
     uint64_t wal = ((uint64_t)slimio_cfg.wal_size + align - 1) / align * align;
     uint64_t slot = (uint64_t)slimio_cfg.slot_size;
     uint64_t dev_bytes = S.be.dev.lbas * lba;
-    if (!slot && dev_bytes > align + wal) slot = (dev_bytes - align - wal) / SLIMIO_SLOTS / align * align;
     slimioMeta m;
+    if (!slot) {
+        /* Three equal slots in what the WAL region (with its block headers) leaves. */
+        slimioLayoutPlan(UINT64_MAX / lba, S.be.dev.lba_size, wal, align, &m, err, sizeof(err));
+        uint64_t used = m.slot_start * lba;
+        if (dev_bytes > used) slot = (dev_bytes - used) / SLIMIO_SLOTS / align * align;
+    }
     if (slimioLayoutPlan(S.be.dev.lbas, S.be.dev.lba_size, wal, slot ? slot : align, &m, err,
                          sizeof(err)) != SLIMIO_OK)
         fatal("%s is too small: %s. Use a larger device or lower slimio-wal-size / "
@@ -606,6 +611,7 @@ int slimioOpenNewIncrAof(void) {
 }
 
 ssize_t slimioAofWrite(const char *buf, size_t len) {
+    slimioWalSetFua(&S.wal, server.aof_fsync == AOF_FSYNC_ALWAYS);
     return slimioWalAppend(&S.wal, buf, len);
 }
 

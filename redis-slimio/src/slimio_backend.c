@@ -7,9 +7,10 @@
 #include <string.h>
 
 static void fileWrite(const slimioBackend *be, struct io_uring_sqe *sqe, uint64_t lba,
-                      uint32_t nlb, const void *buf, slimioDataKind kind) {
+                      uint32_t nlb, const void *buf, slimioDataKind kind, int fua) {
     (void)kind;     /* no placement on a file: the kind is only counted */
     io_uring_prep_write(sqe, be->dev.fd, buf, nlb * be->dev.lba_size, lba * be->dev.lba_size);
+    if (fua) sqe->rw_flags = RWF_DSYNC;
 }
 
 static void fileRead(const slimioBackend *be, struct io_uring_sqe *sqe, uint64_t lba,

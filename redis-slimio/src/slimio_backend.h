@@ -31,8 +31,9 @@ typedef struct slimioBackendOps {
     /* Extra io_uring_setup flags every ring on this backend needs (SQE128|CQE32 for
      * passthru, 0 for file). */
     unsigned ring_flags;
+    /* fua: the write is durable when it completes (file: RWF_DSYNC; NVMe: FUA). */
     void (*prep_write)(const slimioBackend *be, struct io_uring_sqe *sqe, uint64_t lba,
-                       uint32_t nlb, const void *buf, slimioDataKind kind);
+                       uint32_t nlb, const void *buf, slimioDataKind kind, int fua);
     void (*prep_read)(const slimioBackend *be, struct io_uring_sqe *sqe, uint64_t lba,
                       uint32_t nlb, void *buf);
     void (*prep_flush)(const slimioBackend *be, struct io_uring_sqe *sqe);

@@ -94,7 +94,7 @@ static struct io_uring_sqe *getSqe(slimioRing *r) {
 
 /* Split [lba, lba+nlb) into commands of at most max_io_lbas and queue them. */
 static int queueIo(slimioRing *r, int write, uint64_t lba, uint32_t nlb, void *buf,
-                   slimioDataKind kind, slimioReq *req) {
+                   slimioDataKind kind, int fua, slimioReq *req) {
     uint32_t max = r->be->max_io_lbas ? r->be->max_io_lbas : nlb;
     uint32_t lba_size = r->be->dev.lba_size;
     uint32_t ncmd = nlb ? (nlb + max - 1) / max : 1;
@@ -115,7 +115,7 @@ static int queueIo(slimioRing *r, int write, uint64_t lba, uint32_t nlb, void *b
         }
         uint32_t n = i + 1 < ncmd ? max : nlb - i * max;
         char *p = (char *)buf + (size_t)i * max * lba_size;
-        if (write) r->be->ops->prep_write(r->be, sqe, lba + (uint64_t)i * max, n, p, kind);
+        if (write) r->be->ops->prep_write(r->be, sqe, lba + (uint64_t)i * max, n, p, kind, fua);
         else r->be->ops->prep_read(r->be, sqe, lba + (uint64_t)i * max, n, p);
         io_uring_sqe_set_data(sqe, req);
     }
@@ -135,12 +135,12 @@ static int queueIo(slimioRing *r, int write, uint64_t lba, uint32_t nlb, void *b
 }
 
 int slimioRingWrite(slimioRing *r, uint64_t lba, uint32_t nlb, const void *buf,
-                    slimioDataKind kind, slimioReq *req) {
-    return queueIo(r, 1, lba, nlb, (void *)buf, kind, req);
+                    slimioDataKind kind, int fua, slimioReq *req) {
+    return queueIo(r, 1, lba, nlb, (void *)buf, kind, fua, req);
 }
 
 int slimioRingRead(slimioRing *r, uint64_t lba, uint32_t nlb, void *buf, slimioReq *req) {
-    return queueIo(r, 0, lba, nlb, buf, SLIMIO_KIND_META, req);
+    return queueIo(r, 0, lba, nlb, buf, SLIMIO_KIND_META, 0, req);
 }
 
 int slimioRingFlush(slimioRing *r, slimioReq *req) {

@@ -53,7 +53,7 @@ int slimioRingInit(slimioRing *r, slimioBackend *be, unsigned entries, int sqpol
 /* Queue a write/read of nlb LBAs at lba, or a flush, and submit it. buf must stay valid and
  * unmodified until req->done runs. Returns 0 or a negative errno (nothing was queued). */
 int slimioRingWrite(slimioRing *r, uint64_t lba, uint32_t nlb, const void *buf,
-                    slimioDataKind kind, slimioReq *req);
+                    slimioDataKind kind, int fua, slimioReq *req);
 int slimioRingRead(slimioRing *r, uint64_t lba, uint32_t nlb, void *buf, slimioReq *req);
 int slimioRingFlush(slimioRing *r, slimioReq *req);
 

@@ -73,7 +73,7 @@ static int submitCurrent(slimioSlotWriter *w) {
     pthread_mutex_lock(&w->lock);
     b->busy = 1;
     pthread_mutex_unlock(&w->lock);
-    int rc = slimioRingWrite(&w->ring, w->next_lba, nlb, b->data, w->kind, &b->req);
+    int rc = slimioRingWrite(&w->ring, w->next_lba, nlb, b->data, w->kind, 0, &b->req);
     if (rc) {
         b->busy = 0;
         return rc;

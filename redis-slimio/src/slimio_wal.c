@@ -42,6 +42,11 @@ static void batchPartDone(slimioReq *req, int res) {
         if (!w->error) {
             w->written = w->batch_end;
             slimioFailpoint(SLIMIO_FP_WAL_AFTER_WRITE);
+            /* A FUA batch makes everything durable only if all before it already was. */
+            if (w->batch_fua && w->durable >= w->batch_base && w->written > w->durable) {
+                w->durable = w->written;
+                slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
+            }
             if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
             if (w->appended > w->written) submitBatch(w);
         }
@@ -114,12 +119,14 @@ static void submitBatch(slimioWal *w) {
         nparts++;
     }
     w->batch_end = w->appended;
+    w->batch_fua = w->fua;
+    w->batch_base = w->written;
     w->batch_left = nparts;
     w->write_inflight = 1;
     w->stat_batches++;
     for (int i = 0; i < nparts; i++) {
         int rc = slimioRingWrite(&w->ring, part[i].lba, part[i].nlb, part[i].buf,
-                                 SLIMIO_KIND_WAL, &w->parts[i].req);
+                                 SLIMIO_KIND_WAL, w->batch_fua, &w->parts[i].req);
         if (rc) {
             /* Not queued: account for it as a failed part. */
             if (!w->error) w->error = rc;
@@ -258,7 +265,9 @@ static int syncLocked(slimioWal *w) {
     uint64_t target = w->appended;
     while (!w->error && w->durable < target) {
         if (w->written < target && !w->write_inflight) submitBatch(w);
-        if (w->written >= target && !w->flush_inflight) submitFlush(w);
+        if (w->written >= target && w->durable < target && !w->flush_inflight &&
+            !w->write_inflight)
+            submitFlush(w);
         if (w->error) break;
         pthread_cond_wait(&w->cond, &w->lock);
     }
@@ -285,6 +294,13 @@ void slimioWalFlushAsync(slimioWal *w) {
             else submitFlush(w);
         }
     }
+    pthread_mutex_unlock(&w->lock);
+}
+
+void slimioWalSetFua(slimioWal *w, int fua) {
+    if (w->fua == fua) return;
+    pthread_mutex_lock(&w->lock);
+    w->fua = fua;
     pthread_mutex_unlock(&w->lock);
 }
 

@@ -54,6 +54,10 @@ struct slimioWal {
     uint64_t appended, written, durable;    /* logical bytes of the current generation */
     uint64_t batch_end, flush_target;
     int batch_left, write_inflight, flush_inflight, flush_wanted;
+    int fua;                    /* Always-Log: batches are written durable (FUA/RWF_DSYNC),
+                                   so no separate flush is needed */
+    int batch_fua;              /* the batch in flight was */
+    uint64_t batch_base;        /* `written` when it was submitted */
     int error;                  /* sticky negative errno of a failed write or flush */
     slimioWalPart parts[SLIMIO_WAL_BATCH_PARTS];
     slimioWalPart flush_part;
@@ -79,6 +83,10 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g);
 /* Append len bytes. Returns len, or -1 with errno ENOSPC (the WAL region is full; nothing
  * was appended) or EIO (an earlier write or flush failed). */
 ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len);
+
+/* Always-Log on (1) or off: whether batches are written with FUA (set by the caller before
+ * appending; a policy change takes effect with the next batch). */
+void slimioWalSetFua(slimioWal *w, int fua);
 
 /* Block until everything appended so far is written and flushed. 0 or -1 with errno. */
 int slimioWalSync(slimioWal *w);

@@ -10,6 +10,7 @@ formats it with ``slimio-admin format`` before the server starts, and the server
 from __future__ import annotations
 
 import json
+import mmap
 import os
 import subprocess
 from pathlib import Path
@@ -61,17 +62,32 @@ def conf_block(settings: dict, device: Path, layout: dict) -> str:
 
 
 def create_device(path: Path, size_bytes: int) -> None:
-    """Allocate the device file (fallocate: blocks reserved, nothing written yet)."""
+    """Create the device file with every block written (zeros, O_DIRECT, then fsync).
+
+    A raw device has no unallocated blocks. A merely fallocated file would make each first
+    write to a block convert an unwritten extent, and each durable write commit that
+    conversion in the file system's journal: measured on this host with dd, 4 KiB O_DIRECT
+    O_DSYNC writes took 332 us into fallocated blocks against 78 us into written ones, and
+    Always-Log SlimIO ran at 21 k instead of 28 k SET/s. Writing the file once makes the
+    file backend behave like the raw LBA space it stands for.
+    """
     if path.exists():
         raise SlimioError(f"{path} already exists; refusing to reuse a SlimIO device")
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    chunk = 4 * MIB
+    buf = mmap.mmap(-1, chunk)          # page-aligned and zeroed, as O_DIRECT needs
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_DIRECT, 0o600)
     try:
-        os.posix_fallocate(fd, 0, size_bytes)
+        left = size_bytes
+        while left:
+            n = os.write(fd, memoryview(buf)[:min(chunk, left)])
+            left -= n
+        os.fsync(fd)
     except OSError as exc:
-        raise SlimioError(f"cannot allocate the {size_bytes >> 20} MiB SlimIO device {path}: "
+        raise SlimioError(f"cannot write the {size_bytes >> 20} MiB SlimIO device {path}: "
                           f"{exc}; raise testbeds.bare.image_size_mb or set it to null") from None
     finally:
         os.close(fd)
+        buf.close()
 
 
 def format_command(admin: Path, device: Path, layout: dict) -> list[str]:
