@@ -68,14 +68,18 @@ def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
         cell.run(c, cfg, out, redis_bin)
 
 
-def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
+def reproduce_tiny(results: Path, matrix: str) -> pd.DataFrame:
+    """`snakemake reproduce` at tiny scale into results; returns Table 3 (CSV)."""
     require_root()
-    results = tmp_path / "results"
     proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}",
-                     BASELINE_ONLY, *TINY)
+                     matrix, *TINY)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
 
-    table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
+
+def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
+    results = tmp_path / "results"
+    table = reproduce_tiny(results, BASELINE_ONLY)
     assert set(table.policy) == {"periodical", "always"}
     for _, row in table.iterrows():
         assert row.n == 1
@@ -110,13 +114,8 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
 def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
     """Both systems side by side at tiny scale: SlimIO's cells run, recover from its device
     and verify, and the ratio tables compare them."""
-    require_root()
     results = tmp_path / "results"
-    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}",
-                     SIDE_BY_SIDE, *TINY)
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-
-    table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
+    table = reproduce_tiny(results, SIDE_BY_SIDE)
     assert set(zip(table.system, table.policy)) == {
         (s, p) for s in ("baseline", "slimio") for p in ("periodical", "always")}
     for _, row in table[table.system == "slimio"].iterrows():

@@ -518,13 +518,18 @@ int slimioRewriteAppendOnlyFile(void) {
     return writeSnapshot(SLIMIO_KIND_WAL_SNAPSHOT, NULL);
 }
 
+/* The report of the child that just exited, if it wrote a durable snapshot of `kind`. */
+static int childReport(int kind, slimioReport *rep) {
+    *rep = *S.report;
+    if (rep->pid == server.child_pid && rep->ok && rep->kind == kind) return C_OK;
+    serverLog(LL_WARNING, "SlimIO: the snapshot child %ld reported no durable %s snapshot",
+              (long)server.child_pid, kindName(kind));
+    return C_ERR;
+}
+
 int slimioRewriteDone(void) {
-    slimioReport rep = *S.report;
-    if (rep.pid != server.child_pid || !rep.ok || rep.kind != SLIMIO_KIND_WAL_SNAPSHOT) {
-        serverLog(LL_WARNING, "SlimIO: the rewrite child %ld reported no durable WAL-Snapshot",
-                  (long)server.child_pid);
-        return C_ERR;
-    }
+    slimioReport rep;
+    if (childReport(SLIMIO_KIND_WAL_SNAPSHOT, &rep) != C_OK) return C_ERR;
     if (promote(&rep, &S.rewrite_gen) != C_OK) return C_ERR;
     server.aof_current_size = (off_t)rep.length + server.aof_last_incr_size;
     server.aof_rewrite_base_size = server.aof_current_size;
@@ -546,12 +551,8 @@ int slimioRdbSave(int req, rdbSaveInfo *rsi, int rdbflags) {
 }
 
 int slimioBgsaveDone(void) {
-    slimioReport rep = *S.report;
-    if (rep.pid != server.child_pid || !rep.ok || rep.kind != SLIMIO_KIND_ON_DEMAND) {
-        serverLog(LL_WARNING, "SlimIO: the BGSAVE child %ld reported no durable snapshot",
-                  (long)server.child_pid);
-        return C_ERR;
-    }
+    slimioReport rep;
+    if (childReport(SLIMIO_KIND_ON_DEMAND, &rep) != C_OK) return C_ERR;
     return promote(&rep, NULL);
 }
 

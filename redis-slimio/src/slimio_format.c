@@ -300,6 +300,23 @@ uint64_t slimioWalLba(const slimioMeta *m, uint64_t start_lba, uint64_t i) {
     return m->wal_start + (start_lba - m->wal_start + i) % m->wal_lbas;
 }
 
+int slimioWalEndAdvance(const slimioMeta *m, const slimioWalGen *g, uint32_t lba_size,
+                        uint32_t used, slimioWalEnd *end) {
+    uint64_t i = end->blocks++;
+    end->bytes += used;
+    if (used < slimioWalPayload(lba_size)) {
+        /* A partial tail: the end of the log; it is rewritten in place. */
+        end->tail_used = used;
+        end->next_lba = slimioWalLba(m, g->start_lba, i);
+        end->next_seq = g->start_seq + i;
+        end->stop = SLIMIO_OK;
+        return 1;
+    }
+    end->next_lba = slimioWalLba(m, g->start_lba, i + 1);
+    end->next_seq = g->start_seq + i + 1;
+    return 0;
+}
+
 int slimioWalScan(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
                   uint64_t max_blocks, uint32_t batch_blocks, slimioWalVisitFn visit,
                   void *ctx, slimioWalEnd *end) {
@@ -327,17 +344,7 @@ int slimioWalScan(const slimioBlockIo *io, const slimioMeta *m, const slimioWalG
                                          m->format_id, &used);
             if (st != SLIMIO_OK) { end->stop = st; goto done; }
             if (visit && (rc = visit(ctx, block + SLIMIO_WAL_HDR_SIZE, used))) goto done;
-            end->blocks++;
-            end->bytes += used;
-            if (used < slimioWalPayload(io->lba_size)) {
-                /* A partial tail: the end of the log; it is rewritten in place. */
-                end->tail_used = used;
-                end->next_lba = slimioWalLba(m, g->start_lba, i);
-                end->next_seq = g->start_seq + i;
-                goto done;
-            }
-            end->next_lba = slimioWalLba(m, g->start_lba, i + 1);
-            end->next_seq = g->start_seq + i + 1;
+            if (slimioWalEndAdvance(m, g, io->lba_size, used, end)) goto done;
         }
     }
 done:

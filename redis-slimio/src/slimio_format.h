@@ -163,6 +163,13 @@ typedef struct slimioWalEnd {
                                SLIMIO_OK for a partial tail or the region's end */
 } slimioWalEnd;
 
+/* Account for the next valid block of generation g (the end->blocks-th, whose check passed
+ * with `used` payload bytes) in *end. Returns 1 when it is the partial tail, the end of the
+ * log (end->stop is then SLIMIO_OK), else 0. Shared by slimioWalScan and the streaming
+ * reader of slimio_snap.c. */
+int slimioWalEndAdvance(const slimioMeta *m, const slimioWalGen *g, uint32_t lba_size,
+                        uint32_t used, slimioWalEnd *end);
+
 /* Called for each valid block's payload, in order; a non-zero return stops the scan and is
  * returned by slimioWalScan. */
 typedef int (*slimioWalVisitFn)(void *ctx, const unsigned char *payload, uint32_t len);

@@ -210,8 +210,7 @@ static unsigned char *prefetchNext(prefetch *pf, uint32_t *nlb, int *rc) {
     *rc = 0;
     /* Recycle the other buffer (returned last time) for read-ahead. */
     int other = 1 - i;
-    if (!pf->buf[other].pending && pf->buf[other].nlb == 0 && pf->issued < pf->total
-        && pf->device_bytes > 0)
+    if (!pf->buf[other].pending && pf->buf[other].nlb == 0 && pf->issued < pf->total)
         prefetchIssue(pf, other);
     if (!pf->buf[i].pending) return NULL;
     *rc = slimioWaiterWait(&pf->buf[i].w);
@@ -247,7 +246,6 @@ typedef struct stream {
     /* WAL streams. */
     slimioMeta meta;
     slimioWalGen gen;
-    uint64_t block;             /* index of the next block to check */
     int ended;
     /* Current chunk and cursor. */
     unsigned char *chunk;
@@ -275,7 +273,6 @@ static int streamStart(stream *s) {
     s->cur = NULL;
     s->cur_len = 0;
     s->chunk_block = 0;
-    s->block = 0;
     s->ended = 0;
     s->pos = 0;
     s->crc = 0;
@@ -306,7 +303,7 @@ static int slotFill(stream *s) {
 
 /* WAL: make cur/cur_len the next valid block's payload. */
 static int walFill(stream *s) {
-    uint32_t lba = s->be->dev.lba_size, payload = slimioWalPayload(lba);
+    uint32_t lba = s->be->dev.lba_size;
     slimioWalEnd *end = &s->stats->end;
     while (!s->ended) {
         if (!s->chunk || s->chunk_block >= s->chunk_nlb) {
@@ -322,23 +319,11 @@ static int walFill(stream *s) {
         }
         const unsigned char *block = s->chunk + (size_t)s->chunk_block * lba;
         uint32_t used = 0;
-        int st = slimioWalBlockCheck(block, lba, s->gen.gen, s->gen.start_seq + s->block,
+        int st = slimioWalBlockCheck(block, lba, s->gen.gen, s->gen.start_seq + end->blocks,
                                      s->meta.format_id, &used);
         if (st != SLIMIO_OK) { s->ended = 1; end->stop = st; break; }
         s->chunk_block++;
-        uint64_t i = s->block++;
-        end->blocks++;
-        end->bytes += used;
-        if (used < payload) {
-            end->tail_used = used;
-            end->next_lba = slimioWalLba(&s->meta, s->gen.start_lba, i);
-            end->next_seq = s->gen.start_seq + i;
-            s->ended = 1;
-            end->stop = SLIMIO_OK;
-        } else {
-            end->next_lba = slimioWalLba(&s->meta, s->gen.start_lba, i + 1);
-            end->next_seq = s->gen.start_seq + i + 1;
-        }
+        if (slimioWalEndAdvance(&s->meta, &s->gen, lba, used, end)) s->ended = 1;
         s->cur = block + SLIMIO_WAL_HDR_SIZE;
         s->cur_len = used;
         return 1;
@@ -369,12 +354,7 @@ static ssize_t streamRead(void *cookie, char *buf, size_t size) {
     if (!s->is_wal && s->pos == s->length && done < size && s->crc != s->want_crc) {
         /* At the end of a slot: the content must be what was made durable. */
         errno = EIO;
-        s->stats->stop = SLIMIO_ERR_CRC;
         return done ? (ssize_t)done : -1;
-    }
-    if (!s->is_wal && s->pos == s->length && done == 0 && s->crc != s->want_crc) {
-        errno = EIO;
-        return -1;
     }
     return (ssize_t)done;
 }

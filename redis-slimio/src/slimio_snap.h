@@ -70,7 +70,6 @@ void slimioSlotWriterAbort(slimioSlotWriter *w);
 typedef struct slimioStreamStats {
     uint64_t bytes;             /* logical bytes delivered */
     uint64_t device_bytes;      /* bytes read from the device */
-    int stop;                   /* WAL streams: why the stream ended: SLIMIO_OK or a SLIMIO_ERR_ code */
     slimioWalEnd end;           /* WAL streams: the valid end (for slimioWalSuccessor) */
 } slimioStreamStats;
 
