@@ -14,6 +14,7 @@ configfile: "config/config.yaml"
 
 include: "workflows/rules/common.smk"
 include: "workflows/rules/build.smk"
+include: "workflows/rules/testbed.smk"
 include: "workflows/rules/run.smk"
 include: "workflows/rules/parse.smk"
 include: "workflows/rules/aggregate.smk"

@@ -142,8 +142,8 @@ def test_bad_slimio_value_is_named():
 
 def test_explicit_image_too_small_for_the_slimio_device_is_named():
     with pytest.raises(configmod.ConfigError,
-                       match=r"testbeds\.bare\.image_size_mb: 1024 MiB cannot hold SlimIO's "
+                       match=r"testbeds\.bare\.image_size_mb: 128 MiB cannot hold SlimIO's "
                              r"\d+ MiB device file"):
-        load({"testbeds": {"bare": {"image_size_mb": 1024}}})
+        load({"testbeds": {"bare": {"image_size_mb": 128}}})
     # The same image is fine for a baseline-only matrix.
-    load({"testbeds": {"bare": {"image_size_mb": 1024}}, "matrix": {"systems": ["baseline"]}})
+    load({"testbeds": {"bare": {"image_size_mb": 128}}, "matrix": {"systems": ["baseline"]}})

@@ -17,8 +17,8 @@ pytestmark = pytest.mark.e2e
 # Long enough (~5-10 s per cell here) for the sampler to see both phases.
 TINY = ["server={sampler_interval_s: 0.25}",
         "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}}"]
-BASELINE_ONLY = "matrix={repetitions: 1, systems: [baseline]}"
-SIDE_BY_SIDE = "matrix={repetitions: 1, systems: [baseline, slimio]}"
+BASELINE_ONLY = "matrix={testbeds: [bare], repetitions: 1, systems: [baseline]}"
+SIDE_BY_SIDE = "matrix={testbeds: [bare], repetitions: 1, systems: [baseline, slimio]}"
 
 
 def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):

@@ -22,11 +22,15 @@ def test_dry_run_of_every_profile(profile, tmp_path):
     assert re.search(r"^aggregate_tables\s+1$", proc.stdout, re.M)
     for system in ("baseline", "slimio"):
         assert re.search(rf"^build_redis_{system}\s+1$", proc.stdout, re.M), system
-        cell_ids = set(re.findall(rf"raw/(bare-{system}-redis-benchmark-\S+-r\d+)$",
+        cell_ids = set(re.findall(rf"raw/((?:bare|vm)-{system}-redis-benchmark-\S+-r\d+)$",
                                   proc.stdout, re.M))
         assert len(cell_ids) == len([c for c in cells.expand(cfg) if c.system == system])
     for name in ("table3_ratios", "table5_ratios"):
         assert f"tables/{name}.csv" in proc.stdout and f"tables/{name}.md" in proc.stdout
+    # The vm testbed's cells need the guest box, built once with every system's Redis in it.
+    vm_cells = [c for c in cells.expand(cfg) if c.testbed == "vm"]
+    assert bool(re.search(r"^build_guest_box\s+1$", proc.stdout, re.M)) == bool(vm_cells)
+    assert not re.search(r"^build_guest_box\s+[2-9]", proc.stdout, re.M)
 
 
 def test_slimio_build_depends_on_its_sources_and_series(tmp_path):

@@ -1,6 +1,11 @@
-"""Run one cell of the matrix on the bare testbed and write its raw directory.
+"""Run one cell of the matrix and write its raw directory.
 
-A cell is self-contained: it gets its own file-system image, server, port and output
+On the bare testbed this runs on the host, on a fresh loop-mounted file-system image. On the
+vm testbed the same function runs inside the cell's own VM (started by :mod:`.vm`), on the
+emulated NVMe namespace the guest was provisioned with (:mod:`.guest`), and it also records
+the device's FDP statistics and NVMe command trace.
+
+A cell is self-contained: it gets its own storage, server, port and output
 directory, so it can run on any node. Everything is written under ``<raw>.partial`` and
 renamed to ``<raw>`` only when the cell completed, so an interrupted or failed cell leaves
 nothing that looks like a result, and a rerun redoes exactly that cell.
@@ -15,7 +20,9 @@ import shutil
 import time
 from pathlib import Path
 
-from . import benchmark, cells, fsimage, paths, provenance, redislog, slimio
+from contextlib import contextmanager
+
+from . import benchmark, cells, fsimage, guest, paths, provenance, redislog, slimio
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
 
@@ -53,8 +60,10 @@ def _dir_bytes(directory: Path) -> int:
 def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     # Absolute paths: redis-server changes into its data directory before opening its log.
     out_dir, bin_dir = out_dir.resolve(), bin_dir.resolve()
-    if cell.testbed != "bare":
-        raise CellError(f"testbed {cell.testbed!r} is not supported yet; use 'bare'")
+    if cell.testbed == "vm" and not guest.inside_guest(config["testbeds"]["vm"]):
+        raise CellError(f"cell {cell.id} runs inside its VM, and this machine has no "
+                        f"{config['testbeds']['vm']['namespace']}: run it through the "
+                        "pipeline (snakemake), which starts the VM")
     if out_dir.exists():
         raise CellError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                         "(delete it to run the cell again)")
@@ -70,7 +79,6 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     partial.mkdir(parents=True)
 
     workload = config["workloads"][cell.workload]
-    bare = config["testbeds"]["bare"]
     derived = {
         "appendfsync": cells.POLICY_APPENDFSYNC[cell.policy],
         "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config),
@@ -103,19 +111,22 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
         server.start(config["server"]["start_timeout_s"])
         return server
 
-    sampler = None
-    with fsimage.fresh_image(partial / "fs.img", partial / "mnt", bare["filesystem"],
-                             derived["image_size_bytes"], bare["direct_io"]) as fs:
+    sampler = monitor = None
+    with storage(cell, config, partial, derived) as fs:
         try:
             prov["storage"] = fs.describe()
-            data_dir = fs.mountpoint / "data"
+            data_dir = fs.data_parent / "data"
             data_dir.mkdir()
-            device_file = fs.mountpoint / paths.SLIMIO_DEVICE_FILE
+            device_file = (Path(fs.namespace) if cell.testbed == "vm"
+                           else fs.mountpoint / paths.SLIMIO_DEVICE_FILE)
             if is_slimio:
                 prov["storage"]["slimio"] = slimio.prepare(
                     admin, device_file, config["slimio"], derived, commands, partial)
             port = free_port()
-            device["write_bytes_at_start"] = fsimage.loop_write_bytes(fs.loop_dev)
+            if cell.testbed == "vm":
+                monitor = guest.DeviceMonitor(config["testbeds"]["vm"], partial)
+                monitor.start()
+            device["write_bytes_at_start"] = fs.write_bytes()
             server = start_server(paths.RAW_REDIS_CONF, paths.RAW_REDIS_LOG)
             sampler = Sampler(port, server.pid, partial / paths.RAW_SAMPLER,
                               config["server"]["sampler_interval_s"])
@@ -125,7 +136,7 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             events["workload"] = benchmark.run(cmd, partial / paths.RAW_BENCHMARK,
                                                partial / paths.RAW_BENCHMARK_ERR,
                                                workload["timeout_s"])
-            device["write_bytes_after_workload"] = fsimage.loop_write_bytes(fs.loop_dev)
+            device["write_bytes_after_workload"] = fs.write_bytes()
             server.wait_idle(config["server"]["snapshot_timeout_s"])
             events["snapshots_idle_unix_s"] = time.time()
             if config["server"]["on_demand_snapshot"]:
@@ -139,7 +150,7 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
                 (partial / paths.RAW_SLIMIO_INFO_END).write_text(server.info_raw("slimio"))
             before = fingerprint(cli, keys)
             server.shutdown()
-            device["write_bytes_at_shutdown"] = fsimage.loop_write_bytes(fs.loop_dev)
+            device["write_bytes_at_shutdown"] = fs.write_bytes()
             if is_slimio:
                 # What the recovery starts from: the slots and live WAL generations.
                 slimio.inspect(admin, device_file, derived["slimio_lba_size_bytes"],
@@ -148,14 +159,18 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
                 _write_json(partial / paths.RAW_RECOVERY,
                             recover(fs, data_dir, config, before, keys, start_server, partial,
                                     is_slimio))
-            device["loop_device"] = fs.loop_dev
+            if monitor is not None:
+                monitor.stop()
+            device["block_device"] = fs.block_device
             device["data_dir_bytes"] = _dir_bytes(data_dir)
             if is_slimio:
-                device["slimio_device_bytes"] = device_file.stat().st_size
+                device["slimio_device_bytes"] = slimio.device_bytes(device_file)
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
             if sampler is not None:
                 sampler.cancel()
+            if monitor is not None:
+                monitor.cancel()
             for s in servers:
                 s.kill()
             raise
@@ -169,22 +184,42 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     _write_json(partial / paths.RAW_EVENTS, events)
     _write_json(partial / paths.RAW_DEVICE_STATS, device)
     _write_json(partial / paths.RAW_PROVENANCE, prov)
-    (partial / "mnt").rmdir()
+    if (partial / "mnt").is_dir():
+        (partial / "mnt").rmdir()
     (partial / paths.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
 
 
-def recover(fs: fsimage.FsImage, data_dir: Path, config: dict, before: dict, keys: list[str],
+@contextmanager
+def storage(cell: cells.Cell, config: dict, partial: Path, derived: dict):
+    """The cell's storage: a fresh image (bare) or the guest's provisioned namespace (vm)."""
+    if cell.testbed == "bare":
+        bare = config["testbeds"]["bare"]
+        with fsimage.fresh_image(partial / "fs.img", partial / "mnt", bare["filesystem"],
+                                 derived["image_size_bytes"], bare["direct_io"]) as fs:
+            yield fs
+        return
+    scratch = Path(config["testbeds"]["vm"]["guest_scratch_dir"]) / cell.id
+    if scratch.exists():
+        shutil.rmtree(scratch)
+    scratch.mkdir(parents=True)
+    try:
+        yield guest.GuestStorage(config["testbeds"]["vm"], cell.system, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def recover(fs, data_dir: Path, config: dict, before: dict, keys: list[str],
             start_server, partial: Path, is_slimio: bool) -> dict:
     """Restart on the same data (same configuration), time the load and verify the dataset."""
     if config["recovery"]["cold_cache"]:
         fs.remount()
     aof_bytes = _dir_bytes(data_dir / "appendonlydir")
-    read_before = fsimage.loop_read_bytes(fs.loop_dev)
+    read_before = fs.read_bytes()
     server = start_server("redis-recovery.conf", paths.RAW_RECOVERY_LOG)
     wall = server.ready_at - server.started_at
-    read_bytes = fsimage.loop_read_bytes(fs.loop_dev) - read_before
+    read_bytes = fs.read_bytes() - read_before
     cli = server.client()
     after = fingerprint(cli, keys)
     _write_json(partial / paths.RAW_INFO_RECOVERY, cli.info("everything"))

@@ -83,6 +83,21 @@ class FsImage:
         _run(["losetup", "--detach", self.loop_dev])
         self.loop_dev = None
 
+    @property
+    def block_device(self) -> str | None:
+        return self.loop_dev
+
+    @property
+    def data_parent(self) -> Path:
+        """Where the cell's data directory and SlimIO device file go."""
+        return self.mountpoint
+
+    def write_bytes(self) -> int:
+        return loop_write_bytes(self.loop_dev)
+
+    def read_bytes(self) -> int:
+        return loop_read_bytes(self.loop_dev)
+
     def remount(self) -> None:
         """Unmount and mount again: the next reads come from the device, not the page cache."""
         self.detach()

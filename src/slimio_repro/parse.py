@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import benchmark, paths, redislog
+from . import benchmark, fdp, guest, nvmetrace, paths, redislog
 
 GB = 1e9
 MB = 1e6
@@ -104,6 +104,41 @@ def slimio_recovery(raw: Path) -> dict:
             "slimio_recovery_mb_s": float(info["slimio_recovery_mbps"])}
 
 
+def device_records(raw: Path, lba_size_bytes: int) -> dict:
+    """vm testbed: the FDP statistics delta and the NVMe command trace's summary.
+
+    WAF = media / host bytes written over the cell (FDP statistics log page). QEMU's NVMe
+    emulation has no garbage collection, so there it is ~1.0 by construction; FEMU's is not.
+    """
+    out: dict = {}
+    before, after = raw / guest.RAW_FDP_STATS_BEFORE, raw / guest.RAW_FDP_STATS_AFTER
+    if before.exists() and after.exists():
+        delta = fdp.stats_delta(fdp.parse_stats(before.read_text(), str(before)),
+                                fdp.parse_stats(after.read_text(), str(after)))
+        out.update({"fdp_host_bytes_written": delta["host_bytes_written"],
+                    "fdp_media_bytes_written": delta["media_bytes_written"],
+                    "fdp_media_bytes_erased": delta["media_bytes_erased"],
+                    "waf": delta["waf"]})
+    trace = raw / guest.RAW_TRACE
+    if trace.exists():
+        summary = nvmetrace.summarize(trace, lba_size_bytes)
+        stats = _json(raw, guest.RAW_TRACE_STATS)
+        by_pid = summary["writes_per_placement_id"]
+        out.update({
+            "nvme_trace_write_commands": summary["write_commands"],
+            "nvme_trace_write_bytes": summary["write_bytes"],
+            "nvme_trace_read_bytes": summary["read_bytes"],
+            "nvme_trace_flush_commands": summary["flush_commands"],
+            "nvme_trace_fua_write_commands": summary["fua_write_commands"],
+            "nvme_trace_events_lost": stats["events_lost"] + summary["trace_pipe_lost_events"],
+            # Placement ids the writes carried ("none" = no FDP directive), and their bytes.
+            "nvme_trace_placement_ids": ";".join(sorted(by_pid)),
+            **{f"nvme_trace_write_bytes_pid_{pid}": v["write_bytes"]
+               for pid, v in sorted(by_pid.items())},
+        })
+    return out
+
+
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     raw = Path(raw)
     if not (raw / paths.RAW_COMPLETE).exists():
@@ -124,7 +159,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     ok_durations = [s["duration_s"] for s in wal + od]
     record = {
         "cell_id": prov["cell_id"], **prov["cell"], "profile": prov["profile"],
-        "filesystem": prov["storage"]["filesystem"],
+        "filesystem": prov["storage"].get("filesystem"),
         "redis_version": prov["redis_build"]["redis_version"],
         "clients": workload_cfg["clients"], "requests": workload_cfg["requests"],
         "keyspace": workload_cfg["keyspace"], "key_size_bytes": workload_cfg["key_size_bytes"],
@@ -147,13 +182,16 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "auto_aof_rewrite_min_size_bytes": eff["derived"]["auto_aof_rewrite_min_size_bytes"],
         # System slimio: the layout it formatted (WAL, slot, LBA and device sizes).
         **{k: v for k, v in eff["derived"].items() if k.startswith("slimio_")},
-        "waf": None,  # needs a device with an FDP log (VM testbed); none on the bare testbed
+        # Needs a device with an FDP log (the vm testbed); none on the bare testbed.
+        "waf": None,
         "utc_start": prov["utc_start"], "utc_end": prov["utc_end"],
         "git_commit": prov["git"]["commit"], "git_dirty": prov["git"]["dirty"],
     }
     for phase in ("wal_only", "wal_snapshot"):
         peak = record[f"mem_{phase}_peak_bytes"]
         record[f"mem_{phase}_peak_gb"] = peak / GB if peak is not None else None
+    if prov["cell"]["testbed"] == "vm":
+        record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"]))
     if (raw / paths.RAW_RECOVERY).exists():
         rec = _json(raw, paths.RAW_RECOVERY)
         load = rec["load_time_s"]

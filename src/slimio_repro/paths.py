@@ -24,6 +24,18 @@ SLIMIO_SRC_DIR = REDIS_SLIMIO_DIR / "src"
 SLIMIO_ADMIN_SOURCE = "slimio_admin.c"
 SLIMIO_ADMIN = "slimio-admin"
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
+# The vm testbed: device profiles, the Vagrantfile, the guest box recipe, the playbooks.
+FEMU_DIR = REPO_ROOT / "femu"
+TESTBED_DIR = REPO_ROOT / "testbed"
+VAGRANTFILE = TESTBED_DIR / "Vagrantfile"
+BOX_DIR = TESTBED_DIR / "box"
+BOX_SCRIPT = BOX_DIR / "build_box.sh"
+BOX_PACKAGES = BOX_DIR / "packages.txt"
+BOX_GUEST_REQUIREMENTS = BOX_DIR / "requirements-guest.txt"
+PROVISION_GUEST_PLAYBOOK = REPO_ROOT / "playbooks" / "provision-guest.yml"
+ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
+# Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
+ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
 
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"
@@ -32,6 +44,7 @@ CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
 CELL_RAW_PATTERN = f"raw/{CELL_ID_PATTERN}"
 CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
 CELL_TIMESERIES_PATTERN = f"cells/{CELL_ID_PATTERN}.timeseries.csv"
+BOX_PATTERN = "box/slimio-guest.box"
 CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
 
 # Files inside one cell's raw directory.

@@ -58,8 +58,11 @@ def host() -> dict:
 
 def git() -> dict:
     def run(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args],
-                              capture_output=True, text=True)
+        try:
+            proc = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args],
+                                  capture_output=True, text=True)
+        except OSError:
+            return ""
         return proc.stdout.strip() if proc.returncode == 0 else ""
     commit = run("rev-parse", "HEAD")
     return {"commit": commit or "unknown (not a git checkout)",
@@ -67,15 +70,32 @@ def git() -> dict:
             "describe": run("describe", "--always", "--dirty")}
 
 
+def vm_tools() -> dict:
+    """Versions of the vm testbed's host tools."""
+    return {
+        "qemu": _first_line(["qemu-system-x86_64", "--version"]),
+        "libvirtd": _first_line(["libvirtd", "--version"]),
+        "virsh": _first_line(["virsh", "--version"]),
+        "vagrant": _first_line(["vagrant", "--version"]),
+        "vagrant-libvirt": _first_line(["dpkg-query", "-W", "-f", "${Version}",
+                                        "vagrant-libvirt"]),
+        "ansible-playbook": _first_line([str(Path(sys.executable).parent / "ansible-playbook"),
+                                         "--version"]),
+    }
+
+
 def tools(bin_dir: Path) -> dict:
     versions = {
         "redis-server": _first_line([str(bin_dir / "redis-server"), "--version"]),
         "redis-benchmark": _first_line([str(bin_dir / "redis-benchmark"), "--version"]),
         "mkfs.ext4": _first_line(["mkfs.ext4", "-V"]),
+        "mkfs.f2fs": _first_line(["mkfs.f2fs", "-V"]),
+        "nvme-cli": _first_line(["nvme", "version"]),
         "losetup": _first_line(["losetup", "--version"]),
+        "kernel": platform.release(),
         "python": sys.version.split()[0],
     }
-    for pkg in pinned_python_packages():
+    for pkg in pinned_python_packages() if REQUIREMENTS.exists() else ["redis"]:
         try:
             versions[f"python:{pkg}"] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:

@@ -127,13 +127,29 @@ def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
     return data
 
 
+def device_bytes(path: Path) -> int:
+    """Size of a device file or of a block device (whose st_size is 0)."""
+    with open(path, "rb") as fh:
+        return fh.seek(0, os.SEEK_END)
+
+
 def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: list,
             raw_dir: Path) -> dict:
-    """Create and format a cell's device file; keep the tool's output in ``raw_dir``.
+    """Create (a file) or check (a block device) and format a cell's SlimIO device.
 
-    Appends the commands to ``commands``; returns the device's description for provenance.
+    A block device is the raw namespace the guest was provisioned with for the cell; it
+    must be large enough, and slimio-admin refuses it if it carries any signature.
+    Keeps the tool's output in ``raw_dir``, appends the commands to ``commands`` and returns
+    the device's description for provenance.
     """
-    create_device(device, layout["slimio_device_bytes"])
+    if device.is_block_device():
+        have = device_bytes(device)
+        if have < layout["slimio_device_bytes"]:
+            raise SlimioError(f"{device} has {have >> 20} MiB; the cell's layout needs "
+                              f"{layout['slimio_device_bytes'] >> 20} MiB: enlarge the device "
+                              "profile's capacity or lower slimio.wal_size_mb/slot_size_mb")
+    else:
+        create_device(device, layout["slimio_device_bytes"])
     cmd = format_command(admin, device, layout)
     commands.append({"what": "slimio-format", "argv": cmd})
     run_admin(cmd, raw_dir / paths.RAW_SLIMIO_FORMAT_OUT, raw_dir / paths.RAW_SLIMIO_FORMAT_ERR)
@@ -141,7 +157,7 @@ def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: l
     commands.append({"what": "slimio-inspect", "argv": inspect_command(admin, device, lba)})
     formatted = inspect(admin, device, lba, raw_dir / paths.RAW_SLIMIO_INSPECT_BEFORE)
     return {"backend": settings["backend"], "device_file": str(device),
-            "device_bytes": device.stat().st_size, "lba_size_bytes": lba,
+            "device_bytes": device_bytes(device), "lba_size_bytes": lba,
             "format_id": formatted.get("format_id"),
             "wal_size_bytes": layout["slimio_wal_size_bytes"],
             "slot_size_bytes": layout["slimio_slot_size_bytes"]}

@@ -4,7 +4,7 @@
 rule run_cell:
     """Run one repetition of one workload under one policy on one system and testbed."""
     input:
-        server=redis_bin,
+        unpack(cell_inputs),
     output:
         raw=directory(results(pathsmod.CELL_RAW_PATTERN)),
     log:

@@ -1,0 +1,92 @@
+"""The guest box of the vm testbed, built offline from Debian packages.
+
+``testbed/box/build_box.sh`` does the image work (mmdebstrap, disk, bootloader, box tar);
+this module gathers its inputs and records what went in. The Debian archive is whatever
+this machine's apt sources use (the same probe as the setup playbook), so no mirror host
+name is written in the repository. Next to the box it writes:
+
+* ``<box>.json``: inputs hash (the box's Vagrant name derives from it), the box's sha256,
+  kernel, archive, the Redis builds baked in, build time;
+* ``<box>.packages.tsv``: every Debian package and version in the guest;
+* ``<box>.key``: the box's own SSH private key.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import paths, provenance, sources
+
+
+class BoxError(RuntimeError):
+    pass
+
+
+def archive(release: str = "bookworm") -> dict:
+    proc = subprocess.run(["/usr/bin/python3", str(paths.ARCHIVE_URI_PROBE), release],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BoxError(f"cannot find the Debian archive in this machine's apt sources: "
+                       f"{proc.stderr.strip()} (run `make setup-host` first)")
+    return json.loads(proc.stdout)
+
+
+def inputs_sha256(builds: list[Path]) -> str:
+    """Hash of everything that goes into the box: recipe, packages, Python pins, builds."""
+    h = hashlib.sha256()
+    files = [paths.BOX_SCRIPT, paths.BOX_PACKAGES, paths.BOX_GUEST_REQUIREMENTS]
+    for b in builds:
+        files += sorted(p for p in (b / "bin").iterdir()) + [b / "build.json"]
+    for f in files:
+        h.update(str(f.relative_to(f.parents[2]) if len(f.parents) > 2 else f).encode())
+        h.update(hashlib.sha256(f.read_bytes()).digest())
+    return h.hexdigest()
+
+
+def build(out: Path, builds: list[Path], disk_size_mb: int, log: Path) -> dict:
+    out = out.resolve()
+    builds = [b.resolve() for b in builds]
+    for b in builds:
+        if not (b / "bin" / "redis-server").is_file():
+            raise BoxError(f"{b} has no bin/redis-server: build Redis first")
+    arch = archive()
+    pylib = out.parent / "guest-python"
+    subprocess.run(["rm", "-rf", str(pylib)], check=True)
+    t0 = time.monotonic()
+    with open(log, "w") as fh:
+        pip = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps",
+               "--no-compile", "--target", str(pylib), "-r", str(paths.BOX_GUEST_REQUIREMENTS)]
+        fh.write(f"$ {' '.join(pip)}\n")
+        fh.flush()
+        if subprocess.run(pip, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
+            raise BoxError(f"pip could not install {paths.BOX_GUEST_REQUIREMENTS}; see {log}")
+        cmd = ["bash", str(paths.BOX_SCRIPT), str(out), arch["uri"],
+               arch["signed_by"] or "/usr/share/keyrings/debian-archive-keyring.gpg",
+               str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), *map(str, builds)]
+        fh.write(f"$ {' '.join(cmd)}\n")
+        fh.flush()
+        proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
+    if proc.returncode != 0:
+        tail = "\n".join(log.read_text().splitlines()[-20:])
+        raise BoxError(f"build_box.sh failed ({proc.returncode}); the end of {log}:\n{tail}")
+    kernel = out.with_name(out.name + ".kernel").read_text().strip().split("=", 1)[1]
+    record = {
+        "box": out.name,
+        "inputs_sha256": inputs_sha256(builds),
+        "box_sha256": sources.sha256_of(out),
+        "box_bytes": out.stat().st_size,
+        "guest_kernel": kernel,
+        "debian_release": "bookworm",
+        "archive_source": arch["source"],
+        "redis_builds": [str(b.relative_to(b.parents[1])) for b in builds],
+        "packages_file": out.name + ".packages.tsv",
+        "build_time_s": round(time.monotonic() - t0, 1),
+        "utc_built": provenance.utc_now(),
+    }
+    out.with_suffix(".json").write_text(json.dumps(record, indent=2) + "\n")
+    return record

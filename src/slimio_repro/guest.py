@@ -1,0 +1,266 @@
+"""The inside of a VM cell: the guest's NVMe namespace, its FDP log pages and its trace.
+
+A VM cell runs the same :func:`slimio_repro.cell.run` as the bare testbed, inside the guest
+(the host side, :mod:`slimio_repro.vm`, brings the VM up and copies this package in). What
+differs is the storage: instead of a loop-mounted image, the cell uses the namespace of the
+emulated NVMe SSD that ``playbooks/provision-guest.yml`` prepared for the cell's system:
+
+* baseline: F2FS on ``/dev/nvme0n1``, mounted at the provisioned mount point, I/O scheduler
+  ``none`` (as in the paper);
+* slimio: the raw namespace (nothing mounted); Redis's own small files live on the guest's
+  root disk.
+
+Around the cell, :class:`DeviceMonitor` reads the FDP statistics log page (``nvme fdp
+stats``, JSON) before and after and records every NVMe command the guest kernel submits to
+the namespace (tracefs event ``nvme/nvme_setup_cmd``, which passthru commands go through
+too) into a gzip-compressed trace. Standard library only: the guest has python3 and nothing
+else from PyPI except redis-py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import time
+from pathlib import Path
+
+TRACEFS = Path("/sys/kernel/tracing")
+TRACE_EVENT = "nvme/nvme_setup_cmd"
+# Per-CPU ring buffer for the trace. trace_pipe is drained by `cat` while the cell runs; the
+# buffer only has to absorb bursts. Overruns are counted and recorded (per_cpu/*/stats).
+TRACE_BUFFER_KIB = 65536
+# The file-system I/O of the root disk (virtio) is not traced: the event is nvme-only.
+
+RAW_FDP_STATS_BEFORE = "fdp-stats-before.json"
+RAW_FDP_STATS_AFTER = "fdp-stats-after.json"
+RAW_FDP_CONFIGS = "fdp-configs.json"
+RAW_FDP_STATUS = "fdp-status.json"
+RAW_NVME_ID_NS = "nvme-id-ns.json"
+RAW_TRACE = "nvme-trace.txt.gz"
+RAW_TRACE_STATS = "nvme-trace-stats.json"
+
+
+class GuestError(RuntimeError):
+    pass
+
+
+def _run(cmd: list[str]) -> str:
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    except FileNotFoundError as exc:
+        raise GuestError(f"`{cmd[0]}` is not installed in the guest: rebuild the box "
+                         "(testbed/box/packages.txt)") from exc
+    if proc.returncode != 0:
+        raise GuestError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
+                         f"{(proc.stderr or proc.stdout).strip()}")
+    return proc.stdout
+
+
+def block_stat(dev: str) -> tuple[int, int]:
+    """(bytes read, bytes written) of a block device so far, from /sys/block/<dev>/stat."""
+    fields = Path(f"/sys/block/{Path(dev).name}/stat").read_text().split()
+    return int(fields[2]) * 512, int(fields[6]) * 512
+
+
+def _findmnt(target: Path) -> dict | None:
+    proc = subprocess.run(["findmnt", "--json", "--mountpoint", str(target)],
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    return json.loads(proc.stdout)["filesystems"][0]
+
+
+class GuestStorage:
+    """The namespace as provisioned for the cell's system (see the module docstring)."""
+
+    def __init__(self, settings: dict, system: str, scratch: Path):
+        self.namespace = settings["namespace"]
+        self.block_device = self.namespace
+        self.system = system
+        self.fstype = settings["filesystem"]
+        if system == "baseline":
+            self.mountpoint = Path(settings["mountpoint"])
+            found = _findmnt(self.mountpoint)
+            if found is None or found["source"] != self.namespace \
+                    or found["fstype"] != self.fstype:
+                raise GuestError(
+                    f"{self.mountpoint} is not {self.namespace} mounted as {self.fstype} "
+                    f"(found {found}); provision the guest with playbooks/provision-guest.yml "
+                    "for system baseline first")
+            self.mount_options = found["options"]
+            self.data_parent = self.mountpoint
+        else:
+            if _findmnt_source(self.namespace):
+                raise GuestError(f"{self.namespace} is mounted; system {system} needs the raw "
+                                 "namespace: provision the guest for it")
+            self.mountpoint = None
+            self.mount_options = None
+            self.data_parent = scratch
+
+    def write_bytes(self) -> int:
+        return block_stat(self.block_device)[1]
+
+    def read_bytes(self) -> int:
+        return block_stat(self.block_device)[0]
+
+    def remount(self) -> None:
+        """Unmount and mount again, so that the next reads come from the device."""
+        if self.mountpoint is None:
+            # SlimIO reads with O_DIRECT; only the page cache of the root disk could matter.
+            Path("/proc/sys/vm/drop_caches").write_text("3\n")
+            return
+        _run(["umount", str(self.mountpoint)])
+        _run(["mount", "-t", self.fstype, "-o", self.mount_options, self.namespace,
+              str(self.mountpoint)])
+
+    def describe(self) -> dict:
+        name = Path(self.namespace).name
+        queue = Path(f"/sys/block/{name}/queue")
+        out = {"testbed": "vm", "namespace": self.namespace, "system": self.system,
+               "namespace_bytes": int(Path(f"/sys/block/{name}/size").read_text()) * 512,
+               "logical_block_size_bytes": int((queue / "logical_block_size").read_text()),
+               "scheduler": (queue / "scheduler").read_text().strip(),
+               "write_cache": (queue / "write_cache").read_text().strip()}
+        out["filesystem"] = self.fstype if self.mountpoint is not None else "raw"
+        if self.mountpoint is not None:
+            out["mount_options"] = self.mount_options
+            out["findmnt"] = json.loads(_run(["findmnt", "--json", str(self.mountpoint)]))
+        return out
+
+
+def _findmnt_source(device: str) -> bool:
+    proc = subprocess.run(["findmnt", "--source", device], capture_output=True, text=True)
+    return proc.returncode == 0
+
+
+class DeviceMonitor:
+    """FDP statistics before/after and the NVMe command trace of one cell."""
+
+    def __init__(self, settings: dict, raw_dir: Path):
+        self.namespace = settings["namespace"]
+        self.controller = settings["controller"]
+        self.endurance_group = settings["endurance_group"]
+        self.fdp = settings["fdp"]
+        self.raw_dir = raw_dir
+        self._cat: subprocess.Popen | None = None
+        self._trace_file = raw_dir / "nvme-trace.txt"
+
+    def fdp_stats(self) -> str:
+        return _run(["nvme", "fdp", "stats", self.controller, "-e", str(self.endurance_group),
+                     "-o", "json"])
+
+    def identify(self) -> None:
+        """Record the namespace and, with FDP, its configuration and handle status."""
+        (self.raw_dir / RAW_NVME_ID_NS).write_text(
+            _run(["nvme", "id-ns", self.namespace, "-o", "json"]))
+        if self.fdp:
+            (self.raw_dir / RAW_FDP_CONFIGS).write_text(
+                _run(["nvme", "fdp", "configs", self.controller, "-e",
+                      str(self.endurance_group), "-o", "json"]))
+            (self.raw_dir / RAW_FDP_STATUS).write_text(
+                _run(["nvme", "fdp", "status", self.namespace, "-o", "json"]))
+
+    def start(self) -> None:
+        self.identify()
+        if self.fdp:
+            (self.raw_dir / RAW_FDP_STATS_BEFORE).write_text(self.fdp_stats())
+        self._trace_on()
+
+    def stop(self) -> None:
+        self._trace_off()
+        if self.fdp:
+            (self.raw_dir / RAW_FDP_STATS_AFTER).write_text(self.fdp_stats())
+
+    def cancel(self) -> None:
+        try:
+            self._trace_off()
+        except (GuestError, OSError):
+            pass
+
+    # tracefs -----------------------------------------------------------------------------
+    def _trace_on(self) -> None:
+        if not (TRACEFS / "events").is_dir():
+            _run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)])
+        event = TRACEFS / "events" / TRACE_EVENT
+        if not event.is_dir():
+            raise GuestError(f"the guest kernel has no tracefs event {TRACE_EVENT}")
+        (TRACEFS / "tracing_on").write_text("0\n")
+        (TRACEFS / "buffer_size_kb").write_text(f"{TRACE_BUFFER_KIB}\n")
+        (TRACEFS / "trace").write_text("\n")  # clear
+        (event / "enable").write_text("1\n")
+        (TRACEFS / "tracing_on").write_text("1\n")
+        out = open(self._trace_file, "wb")
+        self._cat = subprocess.Popen(["cat", str(TRACEFS / "trace_pipe")], stdout=out)
+        out.close()
+
+    def _trace_off(self) -> None:
+        if self._cat is None:
+            return
+        (TRACEFS / "tracing_on").write_text("0\n")
+        # Let `cat` drain what is left in the buffer, then stop it.
+        size = -1
+        for _ in range(100):
+            now = self._trace_file.stat().st_size
+            if now == size:
+                break
+            size = now
+            time.sleep(0.2)
+        self._cat.terminate()
+        self._cat.wait()
+        self._cat = None
+        (TRACEFS / "events" / TRACE_EVENT / "enable").write_text("0\n")
+        stats = {}
+        for cpu_stats in sorted((TRACEFS / "per_cpu").glob("cpu*/stats")):
+            fields = dict(line.split(":", 1) for line in cpu_stats.read_text().splitlines()
+                          if ":" in line)
+            stats[cpu_stats.parent.name] = {k.strip(): v.strip() for k, v in fields.items()}
+        lost = sum(int(s.get("overrun", 0)) for s in stats.values())
+        (self.raw_dir / RAW_TRACE_STATS).write_text(json.dumps(
+            {"event": TRACE_EVENT, "buffer_size_kib": TRACE_BUFFER_KIB,
+             "events_lost": lost, "per_cpu": stats,
+             "trace_text_bytes": self._trace_file.stat().st_size}, indent=2) + "\n")
+        with open(self._trace_file, "rb") as src, \
+                gzip.open(self.raw_dir / RAW_TRACE, "wb", compresslevel=6) as dst:
+            shutil.copyfileobj(src, dst, 1 << 20)
+        self._trace_file.unlink()
+
+
+def inside_guest(settings: dict) -> bool:
+    """True when this machine has the cell's NVMe namespace (i.e. we are in the VM)."""
+    return os.path.exists(settings["namespace"])
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python3 -m slimio_repro.guest run-cell --config-json F --cell ID`` (in the guest).
+
+    The config was validated on the host (the guest has no jsonschema); paths in it are the
+    box's (vm.guest_config).
+    """
+    import argparse
+    import sys
+
+    from . import cell, cells, paths
+
+    ap = argparse.ArgumentParser(prog="slimio_repro.guest")
+    sub = ap.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("run-cell")
+    p.add_argument("--config-json", required=True)
+    p.add_argument("--cell", required=True)
+    args = ap.parse_args(argv)
+    config = json.loads(Path(args.config_json).read_text())
+    c = cells.Cell.from_id(args.cell)
+    p = paths.Paths.from_config(config)
+    bin_dir = p.redis_build(c.system, config["redis"]["version"]) / "bin"
+    try:
+        print(cell.run(c, config, p.cell_raw(c), bin_dir))
+    except (cell.CellError, GuestError) as exc:
+        print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,379 @@
+"""The vm testbed, host side: one Vagrant + libvirt VM per cell, with an emulated NVMe SSD.
+
+For a cell, :func:`run_cell`
+
+1. makes the cell's VM directory (``testbeds.vm.work_dir``/<cell id>): the NVMe backing
+   image, ``vm.json`` (what ``testbed/Vagrantfile`` reads) and the Vagrantfile;
+2. ``vagrant up`` with the libvirt provider (KVM where it works, TCG otherwise), with the
+   box built by the ``build_guest_box`` rule;
+3. runs ``playbooks/provision-guest.yml`` on the guest for the cell's system;
+4. copies this package into the guest and runs :func:`slimio_repro.cell.run` there, on
+   the guest's namespace, with the Redis builds baked into the box;
+5. copies the guest's raw directory back, adds the VM's own records (``vm/``: spec, logs,
+   console, timings) and host provenance, and renames it into place;
+6. always destroys the VM and deletes its directory, also when a step failed.
+
+Everything that varies is in the config (``testbeds.vm``) and a device profile in
+``femu/``; :func:`device_qemu_args` turns the profile into QEMU's NVMe device options.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+from pathlib import Path
+
+import yaml
+
+from . import cells, paths, provenance
+
+GUEST_ROOT = "/opt/slimio-repro"
+GUEST_BUILD_DIR = f"{GUEST_ROOT}/build"
+GUEST_PYTHON_DIR = f"{GUEST_ROOT}/python"
+GUEST_REPO_DIR = f"{GUEST_ROOT}/repo"
+GUEST_CELLS_DIR = "/var/lib/slimio-repro/cells"
+BOX_NAME_PREFIX = "slimio-repro-"
+# What the guest needs of the repository to run a cell (no build inputs, no tests).
+GUEST_REPO_FILES = ["src/slimio_repro", "redis-baseline/redis.conf.template",
+                    "requirements.txt"]
+PROGRESS = re.compile(r"\r|\x1b\[K")
+
+
+class VmError(RuntimeError):
+    pass
+
+
+# Device profiles ---------------------------------------------------------------------------
+PROFILE_KEYS = {"emulator", "capacity_gib", "lba_size_bytes", "fdp", "reclaim_unit_size_mib",
+                "reclaim_unit_handles", "reclaim_groups", "description", "femu"}
+
+
+def load_device_profile(name_or_path: str) -> dict:
+    """A device profile from femu/ (by name, e.g. ``qemu-fdp-smoke``, or by path)."""
+    path = Path(name_or_path)
+    if not path.suffix:
+        path = paths.FEMU_DIR / f"{name_or_path}.yaml"
+    elif not path.is_absolute():
+        path = paths.REPO_ROOT / path
+    if not path.is_file():
+        known = ", ".join(sorted(p.stem for p in paths.FEMU_DIR.glob("*.yaml")))
+        raise VmError(f"device profile {name_or_path!r} not found ({path}); known: {known}")
+    profile = yaml.safe_load(path.read_text())
+    unknown = set(profile) - PROFILE_KEYS
+    missing = {"emulator", "capacity_gib", "lba_size_bytes", "fdp"} - set(profile)
+    if unknown or missing:
+        raise VmError(f"device profile {path}: unknown keys {sorted(unknown)}, missing keys "
+                      f"{sorted(missing)}; see femu/README.md")
+    if profile["emulator"] not in ("qemu", "femu"):
+        raise VmError(f"device profile {path}: emulator {profile['emulator']!r} is neither "
+                      "qemu nor femu")
+    if profile["lba_size_bytes"] not in (512, 4096):
+        raise VmError(f"device profile {path}: lba_size_bytes {profile['lba_size_bytes']} "
+                      "must be 512 or 4096")
+    if profile["fdp"]:
+        for key in ("reclaim_unit_size_mib", "reclaim_unit_handles", "reclaim_groups"):
+            if not isinstance(profile.get(key), int) or profile[key] < 1:
+                raise VmError(f"device profile {path}: FDP needs a positive integer {key}")
+    profile["path"] = str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(
+        paths.REPO_ROOT) else str(path)
+    return profile
+
+
+def device_qemu_args(profile: dict, image: Path) -> list[str]:
+    """QEMU options for the profile's NVMe SSD, backed by ``image``.
+
+    QEMU's own emulation: an NVMe subsystem (FDP lives there: reclaim unit size, groups and
+    handles), a controller at the fixed PCI address 0x10 (libvirt puts the NIC on the first
+    free slots), and namespace 1 with the profile's LBA size and all reclaim unit handles.
+    FEMU: its ``femu`` device in FDP mode with the same capacity.
+    """
+    lba = profile["lba_size_bytes"]
+    if profile["emulator"] == "femu":
+        femu = profile.get("femu", {})
+        opts = [f"devsz_mb={profile['capacity_gib'] * 1024}", "namespaces=1",
+                *(f"{k}={v}" for k, v in sorted(femu.items()))]
+        return ["-device", "femu," + ",".join(opts)]
+    subsys = "nvme-subsys,id=slimio-subsys"
+    ns = f"nvme-ns,drive=slimio-nvm,nsid=1,logical_block_size={lba},physical_block_size={lba}"
+    if profile["fdp"]:
+        subsys += (f",fdp=on,fdp.runs={profile['reclaim_unit_size_mib']}M"
+                   f",fdp.nrg={profile['reclaim_groups']}"
+                   f",fdp.nruh={profile['reclaim_unit_handles']}")
+        ns += f",fdp.ruhs=0-{profile['reclaim_unit_handles'] - 1}"
+    return ["-device", subsys,
+            "-device", "nvme,id=slimio-nvme,serial=slimio0,subsys=slimio-subsys,"
+                       "bus=pci.0,addr=0x10",
+            "-drive", f"file={image},if=none,id=slimio-nvm,format=raw,cache=none,aio=threads",
+            "-device", ns]
+
+
+# Accelerator -------------------------------------------------------------------------------
+def accelerator(setting: str) -> dict:
+    """kvm or tcg: the setting itself, or (auto) the setup playbook's probe verdict."""
+    if setting in ("kvm", "tcg"):
+        return {"accel": setting, "reason": "testbeds.vm.accel"}
+    verdict = Path(paths.ACCEL_VERDICT)
+    if verdict.is_file():
+        return json.loads(verdict.read_text())
+    from . import accel
+    return accel.probe()
+
+
+# The box -----------------------------------------------------------------------------------
+def box_name(box_file: Path) -> str:
+    meta = json.loads(box_file.with_suffix(".json").read_text())
+    return BOX_NAME_PREFIX + meta["inputs_sha256"][:12]
+
+
+def _vagrant(args: list[str], cwd: Path | None, log: Path | None = None,
+             env: dict | None = None) -> str:
+    full_env = dict(os.environ, VAGRANT_CHECKPOINT_DISABLE="1", **(env or {}))
+    if cwd is not None:
+        full_env["VAGRANT_CWD"] = str(cwd)
+    proc = subprocess.run(["vagrant", *args], capture_output=True, text=True, env=full_env)
+    out = PROGRESS.sub("\n", proc.stdout + proc.stderr)
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("Progress:"))
+    if log is not None:
+        with open(log, "a") as fh:
+            fh.write(f"$ vagrant {' '.join(args)}\n{out}\n")
+    if proc.returncode != 0:
+        tail = "\n".join(out.strip().splitlines()[-15:])
+        raise VmError(f"`vagrant {' '.join(args)}` failed ({proc.returncode}):\n{tail}")
+    return out
+
+
+def ensure_box(box_file: Path, pool: str, log: Path) -> str:
+    """Add the box to Vagrant once; remove older slimio-repro boxes and their volumes."""
+    name = box_name(box_file)
+    listed = _vagrant(["box", "list", "--machine-readable"], None)
+    boxes = set(re.findall(r",box-name,([^\s,]+)", listed))
+    if name not in boxes:
+        _vagrant(["box", "add", "--force", "--name", name, str(box_file)], None, log)
+    for old in sorted(b for b in boxes if b.startswith(BOX_NAME_PREFIX) and b != name):
+        _vagrant(["box", "remove", "--force", "--all", old], None, log)
+        vols = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", pool, "--name"],
+                              capture_output=True, text=True).stdout.split()
+        for vol in vols:
+            if vol.startswith(f"{old}_vagrant_box_image_"):
+                subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol,
+                                "--pool", pool], capture_output=True)
+    return name
+
+
+# One VM ------------------------------------------------------------------------------------
+class Vm:
+    """A cell's VM in its own directory; every step is logged to ``log``."""
+
+    def __init__(self, directory: Path, spec: dict, log: Path):
+        self.dir, self.spec, self.log = directory, spec, log
+        self.ssh_config = directory / "ssh_config"
+
+    def up(self) -> float:
+        (self.dir / "Vagrantfile").write_text(paths.VAGRANTFILE.read_text())
+        (self.dir / "vm.json").write_text(json.dumps(self.spec, indent=2) + "\n")
+        t0 = time.monotonic()
+        _vagrant(["up", "--provider", "libvirt", "--no-provision"], self.dir, self.log)
+        self.ssh_config.write_text(_vagrant(["ssh-config"], self.dir))
+        return time.monotonic() - t0
+
+    def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
+            stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
+        cmd = ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR",
+               "-o", "ServerAliveInterval=30", "default", command]
+        proc = subprocess.run(cmd, input=stdin, stdout=stdout or subprocess.PIPE,
+                              stderr=subprocess.PIPE, timeout=timeout)
+        with open(self.log, "a") as fh:
+            fh.write(f"$ ssh guest {command}\n")
+            if stdout is None:
+                fh.write(proc.stdout.decode(errors="replace")[-20000:])
+            fh.write(proc.stderr.decode(errors="replace")[-20000:])
+        if check and proc.returncode != 0:
+            err = proc.stderr.decode(errors="replace").strip()[-3000:]
+            raise VmError(f"in the guest, `{command}` failed ({proc.returncode}): {err}")
+        return proc
+
+    def inventory(self) -> Path:
+        """An Ansible inventory for this VM, from `vagrant ssh-config`."""
+        cfg = dict(line.strip().split(None, 1) for line in self.ssh_config.read_text()
+                   .splitlines() if line.strip() and not line.startswith("Host "))
+        inv = self.dir / "inventory.ini"
+        inv.write_text(
+            "[guest]\n"
+            f"default ansible_host={cfg['HostName']} ansible_port={cfg['Port']} "
+            f"ansible_user={cfg['User']} "
+            f"ansible_ssh_private_key_file={cfg['IdentityFile'].strip(chr(34))} "
+            "ansible_python_interpreter=/usr/bin/python3 "
+            "ansible_ssh_common_args='-o StrictHostKeyChecking=no "
+            "-o UserKnownHostsFile=/dev/null'\n")
+        return inv
+
+    def provision(self, extra_vars: dict, log: Path) -> float:
+        t0 = time.monotonic()
+        playbook = Path(sys.executable).parent / "ansible-playbook"
+        cmd = [str(playbook) if playbook.exists() else "ansible-playbook",
+               "-i", str(self.inventory()), str(paths.PROVISION_GUEST_PLAYBOOK),
+               "-e", json.dumps(extra_vars)]
+        env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_NOCOLOR="1")
+        with open(log, "a") as fh:
+            fh.write(f"$ {shlex.join(cmd)}\n")
+            fh.flush()
+            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+        if proc.returncode != 0:
+            tail = "\n".join(log.read_text().splitlines()[-25:])
+            raise VmError(f"provision-guest.yml failed ({proc.returncode}):\n{tail}")
+        return time.monotonic() - t0
+
+    def destroy(self) -> float:
+        t0 = time.monotonic()
+        if (self.dir / "Vagrantfile").exists():
+            _vagrant(["destroy", "--force"], self.dir, self.log)
+        return time.monotonic() - t0
+
+
+def _repo_tar() -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+        for rel in GUEST_REPO_FILES:
+            tar.add(paths.REPO_ROOT / rel, arcname=rel,
+                    filter=lambda t: None if "__pycache__" in t.name else t)
+    return buf.getvalue()
+
+
+def guest_config(config: dict, profile: dict) -> dict:
+    """The config as the guest sees it: the box's paths, and whether the device has FDP."""
+    cfg = json.loads(json.dumps(config))
+    cfg["build_dir"] = GUEST_BUILD_DIR
+    cfg["results_dir"] = GUEST_CELLS_DIR
+    cfg["testbeds"]["vm"]["fdp"] = bool(profile["fdp"])
+    return cfg
+
+
+def spec(config: dict, cell: cells.Cell, vm_dir: Path, box: str, box_file: Path,
+         profile: dict) -> dict:
+    vm = config["testbeds"]["vm"]
+    accel = accelerator(vm["accel"])
+    emulator = vm["emulator_path"] or shutil.which("qemu-system-x86_64") or \
+        "/usr/bin/qemu-system-x86_64"
+    if profile["emulator"] == "femu" and accel["accel"] != "kvm":
+        raise VmError(f"device profile {profile['path']} needs FEMU, which needs KVM; this "
+                      f"host uses {accel['accel']} ({accel['reason']}). Use a qemu profile")
+    qemu_args = device_qemu_args(profile, vm_dir / "nvme.img")
+    if accel["accel"] == "tcg":
+        qemu_args += ["-cpu", "max"]
+    return {"box": box, "ssh_private_key": str(box_file) + ".key",
+            "boot_timeout_s": vm["boot_timeout_s"], "storage_pool": vm["storage_pool"],
+            "cpus": vm["cpus"], "memory_mb": vm["memory_mb"], "accel": accel["accel"],
+            "accel_reason": accel["reason"], "emulator_path": emulator,
+            "console_log": str(vm_dir / "console.log"), "qemu_args": qemu_args,
+            "device_profile": profile, "cell": cell.id}
+
+
+def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> Path:
+    """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``."""
+    out_dir, box_file = out_dir.resolve(), box_file.resolve()
+    if out_dir.exists():
+        raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
+                      "(delete it to run the cell again)")
+    vm_cfg = config["testbeds"]["vm"]
+    profile = load_device_profile(vm_cfg["device_profile"])
+    work = Path(vm_cfg["work_dir"] or Path(paths.Paths.from_config(config).build_dir) / "vm")
+    vm_dir = (work if work.is_absolute() else paths.REPO_ROOT / work) / cell.id
+    partial = out_dir.with_name(out_dir.name + ".partial")
+    for stale in (partial, vm_dir):
+        if stale.exists():
+            _destroy_stale(stale)
+    records = partial / "vm"
+    records.mkdir(parents=True)
+    vm_dir.mkdir(parents=True)
+    os.chmod(vm_dir, 0o755)
+    log = records / "vagrant.log"
+    timings = {}
+    box = ensure_box(box_file, vm_cfg["storage_pool"], log)
+    image = vm_dir / "nvme.img"
+    with open(image, "xb") as fh:
+        fh.truncate(profile["capacity_gib"] << 30)
+    os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
+    the_spec = spec(config, cell, vm_dir, box, box_file, profile)
+    (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
+    vm = Vm(vm_dir, the_spec, log)
+    host_prov = {"host": provenance.host(), "git": provenance.git(),
+                 "tools": provenance.vm_tools(), "box": json.loads(
+                     box_file.with_suffix(".json").read_text()), "utc_start": provenance.utc_now()}
+    t_cell = time.monotonic()
+    try:
+        timings["vagrant_up_s"] = vm.up()
+        timings["provision_s"] = vm.provision(
+            {"slimio_guest_system": cell.system, "slimio_guest_settings": vm_cfg,
+             "slimio_guest_device_profile": profile}, records / "provision.log")
+        guest_raw = f"{GUEST_CELLS_DIR}/raw/{cell.id}"
+        vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
+               f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
+               f"sudo tar -xzf - -C {GUEST_REPO_DIR}", stdin=_repo_tar())
+        vm.ssh(f"sudo tee {GUEST_ROOT}/config.json >/dev/null",
+               stdin=json.dumps(guest_config(config, profile)).encode())
+        t0 = time.monotonic()
+        proc = vm.ssh(f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
+                      f"python3 -m slimio_repro.guest run-cell --config-json "
+                      f"{GUEST_ROOT}/config.json --cell {cell.id} 2>&1", check=False,
+                      timeout=config["workloads"][cell.workload]["timeout_s"] * 3)
+        (records / "guest-run-cell.log").write_bytes(proc.stdout)
+        if proc.returncode != 0:
+            tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
+            raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")
+        timings["guest_cell_s"] = time.monotonic() - t0
+        t0 = time.monotonic()
+        with open(vm_dir / "raw.tar", "wb") as fh:
+            vm.ssh(f"sudo tar -C {guest_raw} -cf - .", stdout=fh)
+        with tarfile.open(vm_dir / "raw.tar") as tar:
+            tar.extractall(partial, filter="data")
+        timings["copy_back_s"] = time.monotonic() - t0
+    except BaseException:
+        _keep_console(vm_dir, records)
+        try:
+            vm.destroy()
+        finally:
+            shutil.rmtree(vm_dir, ignore_errors=True)
+        raise
+    _keep_console(vm_dir, records)
+    timings["destroy_s"] = vm.destroy()
+    shutil.rmtree(vm_dir, ignore_errors=True)
+    timings["cell_total_s"] = time.monotonic() - t_cell
+    timings = {k: round(v, 2) for k, v in timings.items()}
+    host_prov["utc_end"] = provenance.utc_now()
+    host_prov["timings_s"] = timings
+    (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
+    prov = json.loads((partial / paths.RAW_PROVENANCE).read_text())
+    prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
+    prov["vm"] = {"host": host_prov["host"], "tools": host_prov["tools"],
+                  "box": host_prov["box"], "timings_s": timings,
+                  "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
+                  "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
+                  "device_profile": profile, "qemu_device_args": the_spec["qemu_args"]}
+    (partial / paths.RAW_PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
+    partial.rename(out_dir)
+    return out_dir
+
+
+def _keep_console(vm_dir: Path, records: Path) -> None:
+    console = vm_dir / "console.log"
+    if console.exists():
+        shutil.copyfile(console, records / "console.log")
+
+
+def _destroy_stale(directory: Path) -> None:
+    """Destroy a VM an interrupted run left behind, then delete its directory."""
+    if (directory / "Vagrantfile").exists() and (directory / ".vagrant").exists():
+        try:
+            _vagrant(["destroy", "--force"], directory)
+        except VmError:
+            pass
+    shutil.rmtree(directory)
+

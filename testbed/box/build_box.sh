@@ -1,0 +1,106 @@
+#!/bin/bash
+# Build the guest box offline from Debian packages: a Vagrant box for the libvirt provider.
+#
+#   build_box.sh OUT.box ARCHIVE_URI SIGNED_BY PACKAGES.txt PYLIB_DIR DISK_SIZE_MB BUILD_DIR...
+#
+# ARCHIVE_URI is the Debian archive this machine's apt uses (derived, never written in the
+# repository). PYLIB_DIR holds pure-Python packages for the guest (/opt/slimio-repro/python).
+# Each BUILD_DIR (a built Redis: bin/ + build.json) is baked in under /opt/slimio-repro/build
+# with the same relative path. The box gets its own SSH key pair, written next to OUT.box as
+# OUT.box.key; the Vagrantfile logs in with it (no insecure shared key).
+#
+# Steps: mmdebstrap (minbase) into a directory; a raw disk with one MBR partition at 1 MiB,
+# filled by `mke2fs -d` (no partition loop devices needed); syslinux's MBR and extlinux in the
+# partition; qemu-img convert to qcow2; tar with metadata.json. Needs root.
+set -euo pipefail
+
+out=$1 uri=$2 signed_by=$3 packages=$4 pylib=$5 disk_mb=$6
+shift 6
+builds=("$@")
+release=bookworm
+work="$out.work"
+rootfs="$work/rootfs"
+
+rm -rf "$work"
+mkdir -p "$work"
+trap 'mountpoint -q "$work/mnt" && umount "$work/mnt"; rm -rf "$work"' EXIT
+
+include=$(grep -v '^\s*#' "$packages" | grep -v '^\s*$' | paste -sd, -)
+key="[signed-by=$signed_by]"
+ssh-keygen -q -t ed25519 -N '' -C slimio-repro-box -f "$work/key"
+
+echo "== mmdebstrap ($include)"
+mmdebstrap --variant=minbase --include="$include" \
+  --customize-hook='echo slimio-guest > "$1/etc/hostname"' \
+  --customize-hook='printf "127.0.0.1 localhost\n127.0.1.1 slimio-guest\n" > "$1/etc/hosts"' \
+  --customize-hook='printf "/dev/vda1 / ext4 defaults,noatime 0 1\n" > "$1/etc/fstab"' \
+  --customize-hook='chroot "$1" useradd -m -s /bin/bash -G sudo vagrant' \
+  --customize-hook='echo "vagrant ALL=(ALL) NOPASSWD: ALL" > "$1/etc/sudoers.d/vagrant"; chmod 0440 "$1/etc/sudoers.d/vagrant"' \
+  --customize-hook='mkdir -p "$1/etc/systemd/network"; printf "[Match]\nType=ether\n\n[Network]\nDHCP=yes\n" > "$1/etc/systemd/network/50-dhcp.network"' \
+  --customize-hook='chroot "$1" systemctl enable systemd-networkd ssh' \
+  --customize-hook='printf "UseDNS no\n" > "$1/etc/ssh/sshd_config.d/slimio.conf"' \
+  --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*; printf "[Unit]\nDescription=SSH host keys\nBefore=ssh.service\nConditionPathExists=!/etc/ssh/ssh_host_ed25519_key\n[Service]\nType=oneshot\nExecStart=/usr/bin/ssh-keygen -A\n[Install]\nWantedBy=multi-user.target\n" > "$1/etc/systemd/system/ssh-hostkeys.service"; chroot "$1" systemctl enable ssh-hostkeys' \
+  --customize-hook='chroot "$1" apt-get clean; rm -rf "$1"/var/lib/apt/lists/*' \
+  "$release" "$rootfs" \
+  "deb $key $uri $release main" \
+  "deb $key $uri $release-updates main" \
+  "deb $key $uri $release-backports main"
+
+echo "== bake in the SSH key, Python packages and Redis builds"
+install -d -m 0700 -o 1000 -g 1000 "$rootfs/home/vagrant/.ssh"
+install -m 0600 -o 1000 -g 1000 "$work/key.pub" "$rootfs/home/vagrant/.ssh/authorized_keys"
+mkdir -p "$rootfs/opt/slimio-repro/build"
+cp -a "$pylib" "$rootfs/opt/slimio-repro/python"
+for b in "${builds[@]}"; do
+  rel=${b#*build/}
+  mkdir -p "$rootfs/opt/slimio-repro/build/$rel"
+  cp -a "$b/." "$rootfs/opt/slimio-repro/build/$rel/"
+done
+chroot "$rootfs" dpkg-query -W -f '${Package}\t${Version}\n' > "$work/packages.tsv"
+kernel=$(basename "$(ls "$rootfs"/boot/vmlinuz-* | sort -V | tail -1)")
+initrd="initrd.img-${kernel#vmlinuz-}"
+mkdir -p "$rootfs/boot/extlinux"
+# nvme_core.multipath=N: QEMU's NVMe subsystem reports multi-controller capability, which
+# would make nvme0n1 a bio-based multipath head (no I/O scheduler to set). Without native
+# multipath the namespace is a plain blk-mq disk, like the paper's SSD.
+cat > "$rootfs/boot/extlinux/extlinux.conf" <<CONF
+DEFAULT linux
+TIMEOUT 0
+PROMPT 0
+LABEL linux
+  LINUX /boot/$kernel
+  INITRD /boot/$initrd
+  APPEND root=/dev/vda1 rw console=ttyS0,115200 net.ifnames=0 nvme_core.multipath=N quiet
+CONF
+
+echo "== disk image"
+disk="$work/disk.raw"
+truncate -s "${disk_mb}M" "$disk"
+printf 'label: dos\nstart=2048, type=83, bootable\n' | sfdisk -q "$disk"
+part_bytes=$(( disk_mb * 1048576 - 1048576 ))
+mke2fs -q -t ext4 -L slimio-root -d "$rootfs" -E offset=1048576 "$disk" "$(( part_bytes / 1024 ))k"
+dd if=/usr/lib/syslinux/mbr/mbr.bin of="$disk" bs=440 count=1 conv=notrunc status=none
+mkdir -p "$work/mnt"
+mount -o loop,offset=1048576 "$disk" "$work/mnt"
+extlinux --install "$work/mnt/boot/extlinux" >/dev/null
+umount "$work/mnt"
+qemu-img convert -O qcow2 "$disk" "$work/box.img"
+rm -f "$disk"
+
+echo "== box"
+cat > "$work/metadata.json" <<META
+{"provider": "libvirt", "format": "qcow2", "virtual_size": $(( (disk_mb + 1023) / 1024 ))}
+META
+cat > "$work/Vagrantfile" <<'VF'
+Vagrant.configure("2") do |config|
+  config.vm.provider :libvirt do |libvirt|
+    libvirt.disk_bus = "virtio"
+  end
+end
+VF
+tar -C "$work" -cf "$out.partial" metadata.json Vagrantfile box.img
+cp "$work/packages.tsv" "$out.packages.tsv"
+install -m 0600 "$work/key" "$out.key"
+echo "kernel=${kernel#vmlinuz-}" > "$out.kernel"
+mv "$out.partial" "$out"
+echo "== $out: $(du -h "$out" | cut -f1)"

@@ -1,0 +1,135 @@
+"""The vm testbed's host side without a VM: device profiles, QEMU options, the VM spec."""
+
+import json
+
+import pytest
+
+from slimio_repro import accel, box, cells, config as configmod, paths, vm
+
+
+def test_every_shipped_profile_loads():
+    names = sorted(p.stem for p in paths.FEMU_DIR.glob("*.yaml"))
+    assert {"qemu-fdp-smoke", "qemu-nofdp-smoke", "qemu-fdp-paper", "femu-fdp-paper"} <= set(names)
+    for name in names:
+        assert vm.load_device_profile(name)["capacity_gib"] > 0
+
+
+def test_fdp_profile_becomes_qemu_nvme_fdp_options(tmp_path):
+    args = vm.device_qemu_args(vm.load_device_profile("qemu-fdp-smoke"), tmp_path / "n.img")
+    joined = " ".join(args)
+    assert "nvme-subsys,id=slimio-subsys,fdp=on,fdp.runs=64M,fdp.nrg=1,fdp.nruh=8" in joined
+    # libvirt puts its own devices on the first free PCI slots: the controller's is fixed.
+    assert "subsys=slimio-subsys,bus=pci.0,addr=0x10" in joined
+    assert f"file={tmp_path / 'n.img'},if=none" in joined
+    assert "logical_block_size=4096,physical_block_size=4096,fdp.ruhs=0-7" in joined
+
+
+def test_profile_without_fdp_has_no_placement_options(tmp_path):
+    joined = " ".join(vm.device_qemu_args(vm.load_device_profile("qemu-nofdp-smoke"),
+                                          tmp_path / "nvme.img"))
+    assert "fdp" not in joined.replace(str(tmp_path), "") and "nvme-ns,drive=slimio-nvm,nsid=1" in joined
+
+
+def test_paper_profiles_have_the_papers_geometry():
+    for name in ("qemu-fdp-paper", "femu-fdp-paper"):
+        p = vm.load_device_profile(name)
+        assert (p["capacity_gib"], p["reclaim_unit_handles"], p["reclaim_unit_size_mib"]) == \
+            (180, 8, 1024)
+    femu = vm.device_qemu_args(vm.load_device_profile("femu-fdp-paper"), None)
+    assert femu[0] == "-device" and femu[1].startswith("femu,devsz_mb=184320,")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("emulator: qemu\ncapacity_gib: 8\nlba_size_bytes: 4096\nfdp: true\n",
+     "FDP needs a positive integer reclaim_unit_size_mib"),
+    ("emulator: qemu\ncapacity_gib: 8\nlba_size_bytes: 1000\nfdp: false\n",
+     "lba_size_bytes 1000 must be 512 or 4096"),
+    ("emulator: bochs\ncapacity_gib: 8\nlba_size_bytes: 512\nfdp: false\n",
+     "emulator 'bochs' is neither qemu nor femu"),
+    ("emulator: qemu\ncapacity_gb: 8\nlba_size_bytes: 512\nfdp: false\n",
+     r"unknown keys \['capacity_gb'\], missing keys \['capacity_gib'\]"),
+])
+def test_bad_profiles_are_refused_naming_the_problem(tmp_path, text, message):
+    f = tmp_path / "p.yaml"
+    f.write_text(text)
+    with pytest.raises(vm.VmError, match=message):
+        vm.load_device_profile(str(f))
+
+
+def test_unknown_profile_lists_the_known_ones():
+    with pytest.raises(vm.VmError, match="known: .*qemu-fdp-smoke"):
+        vm.load_device_profile("nope")
+
+
+def _config(**vm_settings):
+    return configmod.load([paths.CONFIG_DIR / "config.yaml"],
+                          {"testbeds": {"vm": vm_settings}} if vm_settings else None)
+
+
+def test_tcg_spec_asks_qemu_for_its_max_cpu(tmp_path):
+    cfg = _config(accel="tcg")
+    c = cells.Cell("vm", "baseline", "redis-benchmark", "periodical", 1)
+    profile = vm.load_device_profile(cfg["testbeds"]["vm"]["device_profile"])
+    spec = vm.spec(cfg, c, tmp_path, "slimio-repro-x", tmp_path / "b.box", profile)
+    assert spec["accel"] == "tcg" and spec["qemu_args"][-2:] == ["-cpu", "max"]
+    assert spec["cpus"] == 2 and spec["memory_mb"] == 4096
+    assert spec["ssh_private_key"] == str(tmp_path / "b.box") + ".key"
+    kvm = vm.spec(_config(accel="kvm"), c, tmp_path, "b", tmp_path / "b.box", profile)
+    assert "-cpu" not in kvm["qemu_args"]
+
+
+def test_femu_without_kvm_is_refused(tmp_path):
+    cfg = _config(accel="tcg", device_profile="femu-fdp-paper")
+    c = cells.Cell("vm", "baseline", "redis-benchmark", "periodical", 1)
+    with pytest.raises(vm.VmError, match="needs FEMU, which needs KVM"):
+        vm.spec(cfg, c, tmp_path, "b", tmp_path / "b.box",
+                vm.load_device_profile("femu-fdp-paper"))
+
+
+def test_guest_config_points_at_the_box_and_says_whether_there_is_fdp():
+    cfg = _config()
+    g = vm.guest_config(cfg, vm.load_device_profile("qemu-nofdp-smoke"))
+    assert g["build_dir"] == vm.GUEST_BUILD_DIR and g["testbeds"]["vm"]["fdp"] is False
+    assert "fdp" not in cfg["testbeds"]["vm"], "the host's config must stay untouched"
+
+
+def test_vagrantfile_reads_everything_from_vm_json():
+    text = paths.VAGRANTFILE.read_text()
+    for key in ("box", "cpus", "memory_mb", "accel", "emulator_path", "qemu_args",
+                "storage_pool", "ssh_private_key", "console_log", "boot_timeout_s"):
+        assert f'spec.fetch("{key}")' in text, key
+    assert 'libvirt.driver = "qemu"' in text and "synced_folder" in text
+
+
+def test_box_name_follows_its_inputs(tmp_path):
+    b = tmp_path / "slimio-guest.box"
+    b.with_suffix(".json").write_text(json.dumps({"inputs_sha256": "ab" * 32}))
+    assert vm.box_name(b) == "slimio-repro-abababababab"
+
+
+def test_box_inputs_hash_changes_with_a_build(tmp_path):
+    build = tmp_path / "build" / "redis-baseline" / "7.0.15"
+    (build / "bin").mkdir(parents=True)
+    (build / "bin" / "redis-server").write_bytes(b"one")
+    (build / "build.json").write_text("{}")
+    first = box.inputs_sha256([build])
+    (build / "bin" / "redis-server").write_bytes(b"two")
+    assert box.inputs_sha256([build]) != first
+
+
+def test_accel_probe_without_a_kernel_chooses_tcg(monkeypatch):
+    monkeypatch.setattr(accel, "host_kernel", lambda: None)
+    monkeypatch.setattr(accel.os.path, "exists", lambda p: True)
+    monkeypatch.setattr(accel.os, "access", lambda p, mode: True)
+    verdict = accel.probe()
+    assert verdict["accel"] == "tcg" and "no kernel" in verdict["reason"]
+
+
+def test_accel_probe_without_kvm_device_chooses_tcg(monkeypatch):
+    monkeypatch.setattr(accel.os.path, "exists", lambda p: False)
+    assert accel.probe() == {"accel": "tcg", "reason": "/dev/kvm does not exist"}
+
+
+def test_accelerator_setting_overrides_the_probe():
+    assert vm.accelerator("tcg")["accel"] == "tcg"
+    assert vm.accelerator("kvm")["accel"] == "kvm"

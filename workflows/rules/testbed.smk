@@ -1,0 +1,23 @@
+# Testbed stage: the guest box of the vm testbed (the VMs themselves are per cell, in run_cell).
+
+
+rule build_guest_box:
+    """Debian 12 + backports kernel, F2FS and nvme-cli tools, with the Redis builds baked in."""
+    input:
+        recipe=[str(p) for p in (pathsmod.BOX_SCRIPT, pathsmod.BOX_PACKAGES,
+                                 pathsmod.BOX_GUEST_REQUIREMENTS)],
+        servers=[
+            build(f"redis-{system}/{REDIS_VERSION}/bin/redis-server")
+            for system in BOX_SYSTEMS
+        ],
+    output:
+        box=build(pathsmod.BOX_PATTERN),
+    log:
+        build("logs/build_guest_box.log"),
+        build("logs/build_guest_box.steps.log"),
+    params:
+        disk_size_mb=config["testbeds"]["vm"]["box_disk_size_mb"],
+    # mmdebstrap and the image work take the machine; nothing else runs beside them.
+    threads: workflow.cores
+    script:
+        "../scripts/build_guest_box.py"
