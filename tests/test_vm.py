@@ -133,3 +133,11 @@ def test_accel_probe_without_kvm_device_chooses_tcg(monkeypatch):
 def test_accelerator_setting_overrides_the_probe():
     assert vm.accelerator("tcg")["accel"] == "tcg"
     assert vm.accelerator("kvm")["accel"] == "kvm"
+
+
+def test_work_dir_must_be_reachable_by_libvirts_qemu(tmp_path):
+    private = tmp_path / "private"
+    private.mkdir(mode=0o700)
+    with pytest.raises(vm.VmError, match=f"{private} is not searchable by other users"):
+        vm.work_dir({"work_dir": str(private / "vm")})
+    assert vm.work_dir({"work_dir": None}) == vm.DEFAULT_WORK_DIR

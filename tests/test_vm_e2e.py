@@ -27,12 +27,15 @@ def _domains() -> list[str]:
 
 
 @pytest.fixture
-def vm_work(tmp_path):
-    """The cells' VM directory; whatever a failure left there is destroyed afterwards."""
-    work = tmp_path / "vm"
+def vm_work():
+    """The cell's VM directory (the default work dir: pytest's tmp_path is not searchable
+    by libvirt's QEMU user); whatever a failure left there is destroyed afterwards."""
+    work = vm.DEFAULT_WORK_DIR / CELL
+    if work.exists():
+        vm._destroy_stale(work)
     yield work
-    for d in work.glob("*") if work.exists() else []:
-        vm._destroy_stale(d)
+    if work.exists():
+        vm._destroy_stale(work)
     for name in _domains():
         if name.startswith(f"{CELL}_"):
             subprocess.run(["virsh", "-c", "qemu:///system", "destroy", name],
@@ -46,14 +49,13 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(tmp_path, vm_work):
     results = tmp_path / "results"
     before = set(_domains())
     proc = snakemake("--cores", "all", f"{results}/cells/{CELL}.json", "--config",
-                     f"results_dir={results}", *TINY_VM,
-                     "testbeds={vm: {work_dir: %s}}" % vm_work)
+                     f"results_dir={results}", *TINY_VM)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     # The VM is gone, and so is its directory with the NVMe backing file.
     assert not [d for d in _domains() if d.startswith(f"{CELL}_")]
     assert set(_domains()) <= before
-    assert not (vm_work / CELL).exists()
+    assert not vm_work.exists()
 
     raw = results / "raw" / CELL
     record = json.loads((results / "cells" / f"{CELL}.json").read_text())

@@ -276,6 +276,22 @@ def spec(config: dict, cell: cells.Cell, vm_dir: Path, box: str, box_file: Path,
             "device_profile": profile, "cell": cell.id}
 
 
+DEFAULT_WORK_DIR = Path("/var/tmp/slimio-repro/vm")
+
+
+def work_dir(vm_cfg: dict) -> Path:
+    """Where cells' VM directories go; libvirt's QEMU (its own user) must reach them."""
+    work = Path(vm_cfg["work_dir"]) if vm_cfg["work_dir"] else DEFAULT_WORK_DIR
+    work = work if work.is_absolute() else paths.REPO_ROOT / work
+    work.mkdir(parents=True, exist_ok=True)
+    for d in [work, *work.parents]:
+        if not d.stat().st_mode & 0o001:
+            raise VmError(f"testbeds.vm.work_dir {work}: {d} is not searchable by other "
+                          "users, so libvirt's QEMU cannot open the NVMe backing file in it; "
+                          f"choose a directory like {DEFAULT_WORK_DIR} (or chmod o+x {d})")
+    return work
+
+
 def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> Path:
     """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``."""
     out_dir, box_file = out_dir.resolve(), box_file.resolve()
@@ -284,8 +300,7 @@ def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> P
                       "(delete it to run the cell again)")
     vm_cfg = config["testbeds"]["vm"]
     profile = load_device_profile(vm_cfg["device_profile"])
-    work = Path(vm_cfg["work_dir"] or Path(paths.Paths.from_config(config).build_dir) / "vm")
-    vm_dir = (work if work.is_absolute() else paths.REPO_ROOT / work) / cell.id
+    vm_dir = work_dir(vm_cfg) / cell.id
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
