@@ -18,9 +18,8 @@ import json
 import random
 import shutil
 import time
-from pathlib import Path
-
 from contextlib import contextmanager
+from pathlib import Path
 
 from . import benchmark, cells, fsimage, guest, paths, provenance, redislog, slimio
 from .sampler import Sampler
