@@ -43,7 +43,7 @@ def inputs_sha256(builds: list[Path]) -> str:
     for b in builds:
         files += sorted(p for p in (b / "bin").iterdir()) + [b / "build.json"]
     for f in files:
-        h.update(str(f.relative_to(f.parents[2]) if len(f.parents) > 2 else f).encode())
+        h.update(f.name.encode())
         h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 

@@ -116,8 +116,7 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             prov["storage"] = fs.describe()
             data_dir = fs.data_parent / "data"
             data_dir.mkdir()
-            device_file = (Path(fs.namespace) if cell.testbed == "vm"
-                           else fs.mountpoint / paths.SLIMIO_DEVICE_FILE)
+            device_file = fs.slimio_device
             if is_slimio:
                 prov["storage"]["slimio"] = slimio.prepare(
                     admin, device_file, config["slimio"], derived, commands, partial)

@@ -13,6 +13,8 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
+from . import paths
+
 MKFS_OPTIONS = {
     # Initialise inode tables and the journal now: lazy init would write in the background
     # during the measurement.
@@ -32,15 +34,11 @@ def _run(cmd: list[str]) -> str:
     return proc.stdout.strip()
 
 
-def loop_write_bytes(loop_dev: str) -> int:
-    """Bytes written to the loop device so far (/sys/block/loopN/stat, sectors of 512 B)."""
-    fields = Path(f"/sys/block/{Path(loop_dev).name}/stat").read_text().split()
-    return int(fields[6]) * 512
-
-
-def loop_read_bytes(loop_dev: str) -> int:
-    fields = Path(f"/sys/block/{Path(loop_dev).name}/stat").read_text().split()
-    return int(fields[2]) * 512
+def block_stat(dev: str) -> tuple[int, int]:
+    """(bytes read, bytes written) of a block device so far (/sys/block/<dev>/stat, sectors
+    of 512 B)."""
+    fields = Path(f"/sys/block/{Path(dev).name}/stat").read_text().split()
+    return int(fields[2]) * 512, int(fields[6]) * 512
 
 
 class FsImage:
@@ -92,11 +90,16 @@ class FsImage:
         """Where the cell's data directory and SlimIO device file go."""
         return self.mountpoint
 
+    @property
+    def slimio_device(self) -> Path:
+        """A slimio cell's SlimIO device: a file in the image, next to the data directory."""
+        return self.mountpoint / paths.SLIMIO_DEVICE_FILE
+
     def write_bytes(self) -> int:
-        return loop_write_bytes(self.loop_dev)
+        return block_stat(self.loop_dev)[1]
 
     def read_bytes(self) -> int:
-        return loop_read_bytes(self.loop_dev)
+        return block_stat(self.loop_dev)[0]
 
     def remount(self) -> None:
         """Unmount and mount again: the next reads come from the device, not the page cache."""

@@ -27,6 +27,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from . import fsimage
+
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
 # Per-CPU ring buffer for the trace. trace_pipe is drained by `cat` while the cell runs; the
@@ -41,6 +43,10 @@ RAW_FDP_STATUS = "fdp-status.json"
 RAW_NVME_ID_NS = "nvme-id-ns.json"
 RAW_TRACE = "nvme-trace.txt.gz"
 RAW_TRACE_STATS = "nvme-trace-stats.json"
+
+
+# Baked into the box by testbed/box/build_box.sh: only the pipeline's guests have it.
+BOX_MARKER = Path("/opt/slimio-repro/python")
 
 
 class GuestError(RuntimeError):
@@ -59,12 +65,6 @@ def _run(cmd: list[str]) -> str:
     return proc.stdout
 
 
-def block_stat(dev: str) -> tuple[int, int]:
-    """(bytes read, bytes written) of a block device so far, from /sys/block/<dev>/stat."""
-    fields = Path(f"/sys/block/{Path(dev).name}/stat").read_text().split()
-    return int(fields[2]) * 512, int(fields[6]) * 512
-
-
 def _findmnt(target: Path) -> dict | None:
     proc = subprocess.run(["findmnt", "--json", "--mountpoint", str(target)],
                           capture_output=True, text=True)
@@ -79,6 +79,8 @@ class GuestStorage:
     def __init__(self, settings: dict, system: str, scratch: Path):
         self.namespace = settings["namespace"]
         self.block_device = self.namespace
+        # SlimIO's device is the raw namespace itself.
+        self.slimio_device = Path(self.namespace)
         self.system = system
         self.fstype = settings["filesystem"]
         if system == "baseline":
@@ -101,10 +103,10 @@ class GuestStorage:
             self.data_parent = scratch
 
     def write_bytes(self) -> int:
-        return block_stat(self.block_device)[1]
+        return fsimage.block_stat(self.block_device)[1]
 
     def read_bytes(self) -> int:
-        return block_stat(self.block_device)[0]
+        return fsimage.block_stat(self.block_device)[0]
 
     def remount(self) -> None:
         """Unmount and mount again, so that the next reads come from the device."""
@@ -229,8 +231,12 @@ class DeviceMonitor:
 
 
 def inside_guest(settings: dict) -> bool:
-    """True when this machine has the cell's NVMe namespace (i.e. we are in the VM)."""
-    return os.path.exists(settings["namespace"])
+    """True inside a guest booted from the pipeline's box that has the cell's namespace.
+
+    The namespace alone is not enough: a host may have a real /dev/nvme0n1, and a vm cell
+    formats the namespace it finds.
+    """
+    return BOX_MARKER.is_dir() and os.path.exists(settings["namespace"])
 
 
 def main(argv: list[str] | None = None) -> int:

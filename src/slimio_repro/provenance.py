@@ -95,7 +95,7 @@ def tools(bin_dir: Path) -> dict:
         "kernel": platform.release(),
         "python": sys.version.split()[0],
     }
-    for pkg in pinned_python_packages() if REQUIREMENTS.exists() else ["redis"]:
+    for pkg in pinned_python_packages():
         try:
             versions[f"python:{pkg}"] = importlib.metadata.version(pkg)
         except importlib.metadata.PackageNotFoundError:
