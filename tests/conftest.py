@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro import config as configmod
 from slimio_repro import paths
+
+# In a guest (tests/test_vm_e2e.py runs the SlimIO suite there) only the standard library,
+# redis-py and pytest exist: the config module (PyYAML, jsonschema) is imported where used.
 
 REPO = paths.REPO_ROOT
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -22,6 +24,7 @@ VENV_BIN = Path(sys.executable).parent
 
 @pytest.fixture
 def default_config() -> dict:
+    from slimio_repro import config as configmod
     return configmod.load([paths.CONFIG_DIR / "config.yaml"])
 
 
@@ -44,6 +47,7 @@ def snakemake(*args: str, cwd: Path = REPO, check: bool = False) -> subprocess.C
 
 def built(system: str) -> Path:
     """The ``system``'s binaries, built by the pipeline's own rule (cached in build/)."""
+    from slimio_repro import config as configmod
     version = configmod.load([paths.CONFIG_DIR / "config.yaml"])["redis"]["version"]
     bin_dir = REPO / "build" / paths.REDIS_BUILD_PATTERN.format(system=system,
                                                                  version=version) / "bin"
@@ -60,8 +64,10 @@ def redis_bin() -> Path:
 
 @pytest.fixture(scope="session")
 def slimio_bin() -> Path:
-    """The slimio Redis binaries and slimio-admin (rule build_redis_slimio)."""
-    bin_dir = built("slimio")
+    """The slimio Redis binaries and slimio-admin (rule build_redis_slimio); in a guest, the
+    box's (SLIMIO_TEST_BIN_DIR)."""
+    given = os.environ.get("SLIMIO_TEST_BIN_DIR")
+    bin_dir = Path(given) if given else built("slimio")
     assert (bin_dir / paths.SLIMIO_ADMIN).is_file()
     return bin_dir
 

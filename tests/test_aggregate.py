@@ -91,6 +91,10 @@ def test_ratios_are_ratios_of_means_with_n(side_by_side, tmp_path):
         assert set(table.system) == {"slimio"} and set(table.policy) == {"periodical",
                                                                          "always"}
         for _, row in table.iterrows():
+            if row.metric == "waf":
+                # The bare testbed has no FDP statistics: no WAF, no ratio, but the row is there.
+                assert pd.isna(row.ratio_to_baseline) and row.system_n == row.baseline_n == 0
+                continue
             if (row.policy, row.metric) == ("periodical", "rps_wal_only"):
                 # That tiny fixture has no WAL-only interval: no mean, no ratio.
                 assert pd.isna(row.ratio_to_baseline) and row.system_n == row.baseline_n == 0
@@ -115,16 +119,211 @@ def test_ratios_without_a_second_system_say_so(records, tmp_path):
     assert __import__("pandas").read_csv(tmp_path / "t" / "table3_ratios.csv").empty
 
 
-def test_fig5_has_a_panel_per_system(side_by_side, tmp_path):
-    from slimio_repro import plot
-    raw = CELL_FIXTURES / "bare-baseline-redis-benchmark-periodical-r1"
-    record, series = parse.parse_cell(raw)
-    pairs = []
-    for system in ("baseline", "slimio"):
-        rec, csv = tmp_path / f"{system}.json", tmp_path / f"{system}.csv"
-        rec.write_text(json.dumps(dict(record, system=system)))
-        series.to_csv(csv, index=False)
-        pairs.append((rec, csv))
-    outputs = [tmp_path / "fig5.png", tmp_path / "fig5.pdf"]
-    plot.comparison_figure(pairs, outputs, "Figure 5")
-    assert all(o.stat().st_size > 1000 for o in outputs)
+# The vm testbed with all three systems. Synthetic records in the shape parse.parse_cell
+# writes for a vm cell (field names and units as in results/cells/vm-*.json), with round numbers
+# so that every mean, ratio and note below can be checked by hand.
+VM_SYSTEMS = {
+    "baseline": dict(filesystem="f2fs", nvme_trace_placement_ids="none"),
+    "slimio": dict(filesystem="raw", slimio_backend="nvme", slimio_device="/dev/ng0n1",
+                   nvme_trace_placement_ids="1;2;3", nvme_trace_placement_ok=True),
+    "slimio-nofdp": dict(filesystem="raw", slimio_backend="nvme", slimio_device="/dev/ng0n1",
+                         nvme_trace_placement_ids="none", nvme_trace_placement_ok=True),
+}
+RPS = {"baseline": 1000.0, "slimio": 1500.0, "slimio-nofdp": 1200.0}
+WAF = {"baseline": 1.004, "slimio": 1.002, "slimio-nofdp": 1.001}
+
+
+def vm_record(system: str, policy: str, rep: int, **fields) -> dict:
+    host = 400_000_000
+    record = {
+        "cell_id": f"vm-{system}-redis-benchmark-{policy}-r{rep}", "testbed": "vm",
+        "system": system, "workload": "redis-benchmark", "policy": policy, "rep": rep,
+        "profile": "smoke", "redis_version": "7.0.15",
+        "rps_wal_only": RPS[system] * 1.2, "rps_wal_snapshot": RPS[system] * 0.6,
+        "rps_avg": RPS[system] * rep, "snapshot_time_s": 3.0, "set_p999_ms": 40.0,
+        "mem_wal_only_peak_gb": 0.11, "mem_wal_snapshot_peak_gb": 0.22,
+        "recovery_time_s": 2.0, "recovery_mb_s": 45.0,
+        "waf": WAF[system], "fdp_host_bytes_written": host,
+        "fdp_media_bytes_written": int(host * WAF[system]), "fdp_media_bytes_erased": 0,
+        # Rep 1: 100 MB/s against fio's 400; rep 2: 200 against 500 (ratios 0.25 and 0.4).
+        "on_demand_snapshot_bytes": 80_000_000, "on_demand_snapshot_time_s": 0.8 / rep,
+        "on_demand_snapshot_mb_s": 100.0 * rep, "roofline_seq_write_mb_s": 300.0 + 100 * rep,
+        "roofline_block_size_bytes": 131072, "roofline_iodepth": 16,
+        "snapshots": [{"kind": "wal_snapshot", "start_s": 1.0, "end_s": 2.0, "ok": True}],
+        **VM_SYSTEMS[system],
+    }
+    record.update(fields)
+    return record
+
+
+def write_records(records: list[dict], directory) -> list:
+    directory.mkdir(parents=True, exist_ok=True)
+    files = []
+    for r in records:
+        f = directory / f"{r['cell_id']}.json"
+        f.write_text(json.dumps(r))
+        files.append(f)
+    return files
+
+
+@pytest.fixture
+def vm_records(tmp_path):
+    return write_records([vm_record(s, p, rep) for s in VM_SYSTEMS
+                          for p in ("periodical", "always") for rep in (1, 2)],
+                         tmp_path / "cells")
+
+
+def test_three_systems_give_three_rows_per_policy_baseline_first(vm_records, tmp_path):
+    pd = __import__("pandas")
+    aggregate.write_all(vm_records, tmp_path / "t")
+    for name in ("table3_redis_benchmark", "table5_recovery"):
+        table = pd.read_csv(tmp_path / "t" / f"{name}.csv")
+        assert len(table) == 6 and set(table.system) == set(VM_SYSTEMS)
+    md = (tmp_path / "t" / "table3_redis_benchmark.md").read_text()
+    rows = [l.split(" | ")[:2] for l in md.splitlines() if " | vm | " in l]
+    assert rows == [[f"| {p}", s] for p in ("Periodical-Log", "Always-Log")
+                    for s in ("Baseline", "SlimIO", "SlimIO w/o FDP")]
+    # SSD WAF column: mean of two equal repetitions, two decimals, spread 0.
+    row = next(l for l in md.splitlines() if l.startswith("| Periodical-Log | Baseline | vm"))
+    assert row.endswith("| 1.00 ± 0.00 |")
+    t3 = pd.read_csv(tmp_path / "t" / "table3_redis_benchmark.csv")
+    assert (t3.fdp_media_bytes_erased_mean == 0).all() and (t3.waf_n == 2).all()
+    assert "| Always-Log | SlimIO w/o FDP | vm | 2 |" in (
+        tmp_path / "t" / "table5_recovery.md").read_text()
+
+
+def test_waf_notes_on_the_vm_testbed_only(vm_records, tmp_path):
+    aggregate.write_all(vm_records, tmp_path / "t")
+    md = (tmp_path / "t" / "table3_redis_benchmark.md").read_text()
+    assert "from the device's FDP statistics log page" in md
+    assert "fdp_media_bytes_erased = 0 in every cell" in md
+    assert "WAF is 1.00 up to rounding by construction" in md
+    assert "baseline WAF of 1.14 (Periodical-Log) and 1.24 (Always-Log) comes from FEMU" in md
+    assert "n/a on the bare testbed" not in md
+
+
+def test_waf_notes_name_erasures_and_the_bare_testbed(vm_records, records, tmp_path):
+    erased = vm_record("baseline", "always", 3, fdp_media_bytes_erased=4096)
+    files = vm_records + records + write_records([erased], tmp_path / "more")
+    aggregate.write_all(files, tmp_path / "t")
+    md = (tmp_path / "t" / "table3_redis_benchmark.md").read_text()
+    assert "erased media (fdp_media_bytes_erased > 0) in 1 of 13 cells" in md
+    assert "up to rounding by construction" not in md
+    assert "SSD WAF is n/a on the bare testbed" in md
+    # Bare records carry no WAF: only the bare note, none about the FDP log.
+    aggregate.write_all(records, tmp_path / "bare")
+    bare = (tmp_path / "bare" / "table3_redis_benchmark.md").read_text()
+    assert "SSD WAF is n/a on the bare testbed" in bare and "FDP statistics log page" not in bare
+
+
+def test_storage_notes_come_from_the_records(vm_records, records, tmp_path):
+    file_backend = vm_record("slimio", "periodical", 1, testbed="bare", filesystem="ext4",
+                             cell_id="bare-slimio-redis-benchmark-periodical-r1",
+                             slimio_backend="file", slimio_device="/mnt/cell/slimio.dev",
+                             nvme_trace_placement_ids=None, nvme_trace_placement_ok=None)
+    old = {k: v for k, v in vm_record("slimio", "always", 9).items()
+           if k not in ("slimio_backend", "slimio_device", "nvme_trace_placement_ok")}
+    old["testbed"], old["cell_id"] = "old", "old-slimio-redis-benchmark-always-r9"
+    wrong = vm_record("slimio", "always", 3, nvme_trace_placement_ok=False,
+                      cell_id="vm-slimio-redis-benchmark-always-r3")
+    files = vm_records + records + write_records([file_backend, old, wrong], tmp_path / "more")
+    aggregate.write_all(files, tmp_path / "t")
+    notes = [l for l in (tmp_path / "t" / "table3_redis_benchmark.md").read_text().splitlines()
+             if l.startswith("- ")]
+    assert "- Baseline (vm, 4 cells): stock Redis, AOF and RDB files on f2fs; no placement id " \
+           "on any write in the NVMe trace." in notes
+    assert "- SlimIO (vm, 5 cells): WAL and snapshots through NVMe passthru (io_uring commands) " \
+           "on /dev/ng0n1; placement ids in the NVMe trace: 1, 2, 3; NOT every write carried " \
+           "the placement id expected for its region in 1 of 5 cells: " \
+           "vm-slimio-redis-benchmark-always-r3." in notes
+    assert "- SlimIO w/o FDP (vm, 4 cells): WAL and snapshots through NVMe passthru (io_uring " \
+           "commands) on /dev/ng0n1; no placement id on any write in the NVMe trace; every " \
+           "write carried the placement id expected for its region (4 of 4 cells)." in notes
+    assert "- SlimIO (bare, 1 cells): WAL and snapshots through file backend (io_uring, " \
+           "O_DIRECT) on /mnt/cell/slimio.dev, a file on ext4." in notes
+    assert "- Baseline (bare, 4 cells): stock Redis, AOF and RDB files on ext4." in notes
+    assert any(n.startswith("- SlimIO (old, 1 cells): SlimIO's backend not recorded "
+                            "(file system: raw); placement ids in the NVMe trace: 1, 2, 3.")
+               for n in notes)
+    assert not any("file backend" in n for n in notes if "(vm," in n)
+
+
+def test_roofline_table_divides_each_snapshot_by_its_own_fio_run(vm_records, records, tmp_path):
+    pd = __import__("pandas")
+    aggregate.write_all(vm_records + records, tmp_path / "t")
+    table = pd.read_csv(tmp_path / "t" / "roofline.csv")
+    assert len(table) == 3 * 2 + 2  # vm: three systems x two policies; bare: two policies
+    row = table[(table.system == "slimio") & (table.policy == "periodical")
+                & (table.testbed == "vm")].iloc[0]
+    assert row.on_demand_snapshot_mb_s_mean == pytest.approx(150.0)
+    assert row.roofline_seq_write_mb_s_mean == pytest.approx(450.0)
+    # Per cell 100/400 = 0.25 and 200/500 = 0.4: mean 0.325 (not 150/450 = 0.333).
+    assert row.snapshot_roofline_ratio_n == 2
+    assert row.snapshot_roofline_ratio_mean == pytest.approx(0.325)
+    assert row.snapshot_roofline_ratio_std == pytest.approx((0.4 - 0.25) / 2 ** 0.5)
+    assert row.roofline_block_size_bytes_mean == 131072 and row.roofline_iodepth_mean == 16
+    md = (tmp_path / "t" / "roofline.md").read_text()
+    assert "| Periodical-Log | SlimIO | vm | 2 | 150.0 ± 70.7 | 450.0 ± 70.7 | 0.325 ± 0.106 |" \
+        in md
+    # The bare records have no fio roofline: n/a, not an error.
+    assert "| Periodical-Log | Baseline | bare | 2 | n/a | n/a | n/a |" in md
+    assert "sequential-write job through NVMe passthru" in md
+    assert "block size 128 KiB, iodepth 16" in md
+
+
+def test_roofline_without_fio_says_so(records, tmp_path):
+    aggregate.write_all(records, tmp_path / "t")
+    md = (tmp_path / "t" / "roofline.md").read_text()
+    assert "No cell has a fio roofline" in md and "block size" not in md
+
+
+def test_ratios_include_slimio_without_fdp_and_waf(vm_records, tmp_path):
+    pd = __import__("pandas")
+    aggregate.write_all(vm_records, tmp_path / "t")
+    table = pd.read_csv(tmp_path / "t" / "table3_ratios.csv")
+    assert set(table.system) == {"slimio", "slimio-nofdp"}
+    assert len(table) == 2 * 2 * len(aggregate.TABLE3_RATIO_COLUMNS)  # systems x policies
+    waf = table[table.metric == "waf"].set_index(["system", "policy"]).ratio_to_baseline
+    assert waf[("slimio-nofdp", "always")] == pytest.approx(1.001 / 1.004)
+    assert waf[("slimio", "periodical")] == pytest.approx(1.002 / 1.004)
+    rps = table[table.metric == "rps_avg"].set_index(["system", "policy"]).ratio_to_baseline
+    assert rps[("slimio-nofdp", "periodical")] == pytest.approx(1.2)
+    md = (tmp_path / "t" / "table3_ratios.md").read_text()
+    assert "| Periodical-Log | SlimIO w/o FDP | vm | SSD WAF (waf) | lower | 1.004 (2) " \
+           "| 1.001 (2) | 0.997 | - |" in md
+    assert f"| Periodical-Log | SlimIO | vm | SSD WAF (waf) | lower | 1.004 (2) | 1.002 (2) " \
+           f"| 0.998 | {1.00 / 1.14:.3f} |" in md
+    # The baseline's rows come first among a policy's, then SlimIO, then SlimIO w/o FDP.
+    systems = [l.split(" | ")[1] for l in md.splitlines() if l.startswith("| Periodical-Log")]
+    assert systems == ["SlimIO"] * 8 + ["SlimIO w/o FDP"] * 8
+    t5 = pd.read_csv(tmp_path / "t" / "table5_ratios.csv")
+    assert set(t5.system) == {"slimio", "slimio-nofdp"}
+
+
+def test_runtime_rps_figures_need_all_their_systems():
+    from slimio_repro.cells import Cell
+    cells = [Cell(t, s, "redis-benchmark", p, r) for t in ("bare", "vm")
+             for s in ("slimio", "baseline") for p in ("always", "periodical") for r in (1, 2)]
+    assert aggregate.runtime_rps_figure_cells(cells, "fig4_runtime_rps") == []
+    fig5 = aggregate.runtime_rps_figure_cells(cells, "fig5_runtime_rps")
+    assert [(c.testbed, c.system, c.policy, c.rep) for c in fig5] == [
+        ("bare", "baseline", "periodical", 1), ("bare", "slimio", "periodical", 1),
+        ("vm", "baseline", "periodical", 1), ("vm", "slimio", "periodical", 1)]
+    # slimio-nofdp on one testbed only: Figure 4 draws that testbed alone.
+    cells.append(Cell("vm", "slimio-nofdp", "redis-benchmark", "periodical", 1))
+    fig4 = aggregate.runtime_rps_figure_cells(cells, "fig4_runtime_rps")
+    assert [c.id for c in fig4] == ["vm-baseline-redis-benchmark-periodical-r1",
+                                    "vm-slimio-nofdp-redis-benchmark-periodical-r1"]
+    only_always = [c for c in cells if c.policy == "always"]
+    assert aggregate.runtime_rps_figure_cells(only_always, "fig5_runtime_rps") == []
+    # As an input function: the files in panel order, or an error naming what is missing.
+    files = aggregate.runtime_rps_figure_inputs(cells, "fig4_runtime_rps", "{testbed}-{system}",
+                                                "{system}-r{rep}.csv")
+    assert files == {"records": ["vm-baseline", "vm-slimio-nofdp"],
+                     "timeseries": ["baseline-r1.csv", "slimio-nofdp-r1.csv"]}
+    with pytest.raises(ValueError, match=r"no such cell of slimio-nofdp: add it to matrix\.sys"):
+        aggregate.runtime_rps_figure_inputs(cells[:-1], "fig4_runtime_rps", "", "")
+    apart = [Cell("bare", "baseline", "redis-benchmark", "periodical", 1),
+             Cell("vm", "slimio-nofdp", "redis-benchmark", "periodical", 1)]
+    with pytest.raises(ValueError, match=r"no testbed of the matrix has all of them"):
+        aggregate.runtime_rps_figure_inputs(apart, "fig4_runtime_rps", "", "")

@@ -105,27 +105,51 @@ def test_uncoercible_string_is_still_an_error():
 
 
 @pytest.mark.parametrize("profile", PROFILES)
-def test_every_profile_runs_both_systems(profile):
+def test_every_profile_runs_all_three_systems(profile):
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
-    assert cfg["matrix"]["systems"] == ["baseline", "slimio"]
-    assert {c.system for c in cells.expand(cfg)} == {"baseline", "slimio"}
+    assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp"]
+    assert {c.system for c in cells.expand(cfg)} == {"baseline", "slimio", "slimio-nofdp"}
 
 
 def test_schema_accepts_slimio_and_fills_its_section():
     cfg = load({"matrix": {"systems": ["slimio"]}})
     assert cfg["matrix"]["systems"] == ["slimio"]
     s = configmod.validate({})["slimio"]
-    assert (s["backend"], s["lba_size_bytes"], s["load_snapshot"]) == ("file", 4096,
+    assert (s["backend"], s["lba_size_bytes"], s["load_snapshot"]) == ("auto", 4096,
                                                                        "wal-snapshot")
     assert s["placement_ids"] == {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
 
 
 def test_unknown_system_is_named_with_the_allowed_ones():
     with pytest.raises(configmod.ConfigError,
-                       match=r"matrix\.systems\[1\]: 'slimio-nofdp' is not one of "
-                             r"'baseline', 'slimio'"):
-        load({"matrix": {"systems": ["baseline", "slimio-nofdp"]}})
+                       match=r"matrix\.systems\[1\]: 'slimio-fdp' is not one of "
+                             r"'baseline', 'slimio', 'slimio-nofdp'"):
+        load({"matrix": {"systems": ["baseline", "slimio-fdp"]}})
+
+
+def test_slimio_backend_resolves_per_testbed_and_nofdp_has_no_placement():
+    cfg = load({})
+    assert cells.slimio_backend(cfg, "vm") == "nvme" and cells.slimio_backend(cfg, "bare") == "file"
+    assert cells.slimio_settings(cfg, "slimio", "vm")["placement_ids"] == \
+        {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
+    assert cells.slimio_settings(cfg, "slimio-nofdp", "vm")["placement_ids"] == \
+        {"wal": -1, "wal_snapshot": -1, "on_demand": -1}
+    assert cells.build_system("slimio-nofdp") == "slimio"
+    forced = load({"slimio": {"backend": "file"}})
+    assert cells.slimio_backend(forced, "vm") == "file"
+
+
+def test_slimio_nofdp_on_bare_is_refused():
+    with pytest.raises(configmod.ConfigError,
+                       match=r"slimio-nofdp differs from slimio only by FDP placement"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio-nofdp"]}})
+
+
+def test_nvme_backend_on_bare_is_refused():
+    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: nvme needs the vm"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["slimio"]},
+              "slimio": {"backend": "nvme"}})
 
 
 def test_unknown_slimio_key_is_named():
@@ -134,8 +158,8 @@ def test_unknown_slimio_key_is_named():
 
 
 def test_bad_slimio_value_is_named():
-    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: 'nvme' is not one of"):
-        load({"slimio": {"backend": "nvme"}})
+    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: 'spdk' is not one of"):
+        load({"slimio": {"backend": "spdk"}})
     with pytest.raises(configmod.ConfigError, match=r"slimio\.placement_ids\.wal"):
         load({"slimio": {"placement_ids": {"wal": -2}}})
 

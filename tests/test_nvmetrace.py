@@ -185,3 +185,48 @@ def test_cli_prints_json():
                            str(TRACE), "--lba-size", "4096"],
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout) == nvmetrace.summarize(TRACE, LBA)
+
+
+# A SlimIO cell's trace (nvme backend, FDP, placement wal=1, wal_snapshot=3, on_demand=2),
+# captured in the guest and cut to a few commands of each kind, with the cell's layout.
+SLIMIO_FDP = FIXTURES / "vm" / "slimio-fdp"
+PAPER_IDS = {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
+
+
+def _layout() -> dict:
+    return json.loads((SLIMIO_FDP / "slimio-inspect-after.json").read_text())
+
+
+def test_slimio_regions_follow_the_layout():
+    regions = nvmetrace.slimio_regions(_layout(), PAPER_IDS)
+    assert [(r["region"], r["start_lba"], r["end_lba"], r["allowed"]) for r in regions] == [
+        ("metadata", 0, 256, ["none"]), ("wal", 256, 39424, ["1"]),
+        ("snapshots", 39424, 79360, ["2", "3"])]
+    none = nvmetrace.slimio_regions(_layout(), {k: -1 for k in PAPER_IDS})
+    assert all(r["allowed"] == ["none"] for r in none)
+
+
+def test_placement_check_confirms_each_region_carries_its_id():
+    check = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt",
+                                      nvmetrace.slimio_regions(_layout(), PAPER_IDS), 4096)
+    assert check["ok"] and check["mismatched_writes"] == 0
+    per = check["write_bytes_per_region"]
+    assert set(per["metadata"]) == {"none"} and set(per["wal"]) == {"1"}
+    assert set(per["snapshots"]) == {"2", "3"}
+    assert all(v > 0 for region in per.values() for v in region.values())
+
+
+def test_placement_check_names_writes_with_the_wrong_id():
+    # The same trace judged as a slimio-nofdp cell: every WAL and snapshot write is wrong.
+    check = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt", nvmetrace.slimio_regions(
+        _layout(), {k: -1 for k in PAPER_IDS}), 4096)
+    assert not check["ok"] and check["mismatched_writes"] == 12
+    assert {e["region"] for e in check["mismatch_examples"]} <= {"wal", "snapshots"}
+    # A WAL placed where the snapshots' ids are expected, and nothing outside the layout.
+    swapped = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt", nvmetrace.slimio_regions(
+        _layout(), {"wal": 2, "wal_snapshot": 3, "on_demand": 1}), 4096)
+    assert swapped["mismatched_writes"] == 8
+    small = dict(_layout(), wal=dict(_layout()["wal"], lbas=1))  # WAL writes past its end
+    outside = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt",
+                                        nvmetrace.slimio_regions(small, PAPER_IDS), 4096)
+    assert "outside" in outside["write_bytes_per_region"] and not outside["ok"]

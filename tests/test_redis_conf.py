@@ -32,7 +32,8 @@ def directives(text: str) -> dict:
 @pytest.fixture
 def rendered(default_config, tmp_path):
     layout = slimio.sizes(default_config)
-    block = slimio.conf_block(default_config["slimio"], Path("/mnt/slimio.dev"), layout)
+    block = slimio.conf_block(cells.slimio_settings(default_config, "slimio", "bare"),
+                              Path("/mnt/slimio.dev"), layout)
     base = render_conf(tmp_path / "baseline.conf", **COMMON)
     slim = render_conf(tmp_path / "slimio.conf", slimio_block=block, **COMMON)
     return base, slim, layout

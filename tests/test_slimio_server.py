@@ -1,5 +1,11 @@
 """SlimIO against a real redis-server (the `slimio` build, file backend on a file in tmp).
 
+The tests marked ``device`` also run inside a VM against the emulated NVMe namespace
+through passthru (tests/test_vm_e2e.py): there SLIMIO_TEST_DEVICE names the char device
+(/dev/ng0n1, nvme backend), SLIMIO_TEST_WIPE_DEVICE its block device, whose first MiBs are
+zeroed before each test (the device starts blank, as a fresh device file does), and
+SLIMIO_TEST_BIN_DIR the box's slimio build.
+
 Every test starts real servers on a SlimIO device file, writes through real clients, and
 checks what a user relies on: the dataset after a restart (DEBUG DIGEST), after kill -9 at
 each step of the WAL, rewrite, BGSAVE and promotion protocols (named failpoints, and plain
@@ -9,6 +15,7 @@ full-region behaviour of both logging policies, and the refusals.
 
 from __future__ import annotations
 
+import mmap
 import os
 import signal
 import subprocess
@@ -21,6 +28,23 @@ import redis
 from slimio_repro.server import RedisServer, ServerError, free_port
 
 MIB = 1024 * 1024
+# Set in a guest only (see the module docstring).
+DEVICE = os.environ.get("SLIMIO_TEST_DEVICE")
+WIPE_DEVICE = os.environ.get("SLIMIO_TEST_WIPE_DEVICE")
+device = pytest.mark.device
+
+
+def wipe(block_device: str, mib: int = 8) -> None:
+    """Zero the first ``mib`` MiB of a block device (SlimIO's metadata lives at LBA 0)."""
+    buf = mmap.mmap(-1, MIB)            # page-aligned zeros, as O_DIRECT needs
+    fd = os.open(block_device, os.O_WRONLY | os.O_DIRECT)
+    try:
+        for i in range(mib):
+            os.pwrite(fd, buf, i * MIB)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+        buf.close()
 
 
 class Slim:
@@ -29,7 +53,7 @@ class Slim:
     def __init__(self, bin_dir: Path, work: Path, policy: str = "always",
                  device_mb: int = 256, extra: dict | None = None):
         self.bin_dir, self.work = bin_dir, work
-        self.device = work / "slimio.dev"
+        self.device = Path(DEVICE) if DEVICE else work / "slimio.dev"
         if not self.device.exists():
             with open(self.device, "wb") as f:
                 f.truncate(device_mb * MIB)
@@ -41,6 +65,8 @@ class Slim:
             "save": '""', "enable-debug-command": "local", "auto-aof-rewrite-percentage": "0",
             "slimio-device": str(self.device), "slimio-wal-size": "64mb",
         }
+        if DEVICE:
+            self.options["slimio-backend"] = "nvme"
         self.options.update(extra or {})
         self.server: RedisServer | None = None
 
@@ -85,6 +111,10 @@ class Slim:
 
 @pytest.fixture
 def slim(slimio_bin, tmp_path):
+    if DEVICE:
+        if not WIPE_DEVICE:
+            pytest.fail("SLIMIO_TEST_DEVICE needs SLIMIO_TEST_WIPE_DEVICE (its block device)")
+        wipe(WIPE_DEVICE)
     made = []
 
     def make(**kw) -> Slim:
@@ -127,6 +157,7 @@ def slot_roles(info: dict) -> dict:
 # Restart and snapshots
 # --------------------------------------------------------------------------------------
 
+@device
 @pytest.mark.parametrize("policy", ["always", "periodical"])
 def test_write_restart_same_digest(slim, policy):
     s = slim(policy=policy)
@@ -137,11 +168,17 @@ def test_write_restart_same_digest(slim, policy):
     s.start()
     assert digest(s.cli) == before
     info = s.info()
+    # In a guest: the namespace's char device through passthru, with its FDP discovered.
+    assert (info["slimio_backend"], info["slimio_device"]) == \
+        ("nvme" if DEVICE else "file", str(s.device))
+    if DEVICE:
+        assert info["slimio_fdp_enabled"] == 1 and info["slimio_max_io_bytes"] > 0
     assert info["slimio_recovery_wal_bytes"] > 100_000
     assert info["slimio_recovery_time_s"] >= 0 and info["slimio_recovery_mbps"] > 0
     assert "SlimIO recovery: loaded" in s.log.read_text()
 
 
+@device
 def test_bgrewriteaof_and_bgsave_promote_and_survive_kill9(slim):
     s = slim(policy="always")
     s.start()
@@ -168,6 +205,7 @@ def test_bgrewriteaof_and_bgsave_promote_and_survive_kill9(slim):
     assert s.info()["slimio_recovery_slot"] == 1
 
 
+@device
 def test_on_demand_restore_then_rebased_wal(slim):
     s = slim(policy="always")
     s.start()
@@ -236,6 +274,7 @@ def incr_until_dead(cli: redis.Redis, limit: int = 100_000) -> int:
     raise AssertionError("the failpoint never fired")
 
 
+@device
 @pytest.mark.parametrize("failpoint,may_have_unacked", [
     ("wal.append=crash@200", False),        # staged, never submitted: not on the device
     ("wal.after-write=crash@200", True),    # written, not flushed, not acknowledged
@@ -253,6 +292,7 @@ def test_kill9_during_wal_append(slim, failpoint, may_have_unacked):
     assert value == acked or (may_have_unacked and value == acked + 1), (value, acked)
 
 
+@device
 def test_periodical_log_is_durable_within_about_a_second(slim):
     """everysec: data is submitted at every flush and flushed about once a second."""
     s = slim(policy="periodical")
@@ -272,6 +312,7 @@ def test_periodical_log_is_durable_within_about_a_second(slim):
     assert digest(s.cli) == before
 
 
+@device
 def test_kill9_real_sigkill_under_load(slim):
     """A plain kill -9 at an arbitrary moment of a pipelined write stream."""
     s = slim(policy="always")
@@ -344,6 +385,7 @@ def test_kill9_during_bgsave(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
 
 
+@device
 def test_kill9_parent_while_rewrite_child_writes(slim):
     """kill -9 of the main process in the middle of a slow rewrite."""
     s = slim(policy="always", extra={"rdb-key-save-delay": "200"})
@@ -373,6 +415,7 @@ def fill(cli: redis.Redis, value: bytes, limit: int = 10_000):
     raise AssertionError("the WAL region never filled")
 
 
+@device
 def test_full_region_everysec_refuses_writes_then_rewrite_frees(slim):
     s = slim(policy="periodical", extra={"slimio-wal-size": "4mb"})
     s.start()
@@ -397,6 +440,7 @@ def test_full_region_everysec_refuses_writes_then_rewrite_frees(slim):
     assert digest(s.cli) == before
 
 
+@device
 def test_full_region_always_exits(slim):
     s = slim(policy="always", extra={"slimio-wal-size": "4mb"})
     s.start()
@@ -421,6 +465,7 @@ def test_refuses_a_device_with_a_file_system(slim, tmp_path):
     assert s.device.read_bytes()[:2 * MIB] == before
 
 
+@device
 def test_refuses_blank_device_with_format_never(slim):
     s = slim(extra={"slimio-format": "never"})
     out = s.start_fails()
@@ -433,6 +478,7 @@ def test_refuses_a_device_too_small(slim, tmp_path):
     assert "too small" in out and "slimio-wal-size" in out
 
 
+@device
 def test_refuses_without_appendonly(slim):
     s = slim(extra={"appendonly": "no"})
     out = s.start_fails()

@@ -109,12 +109,17 @@ def test_box_name_follows_its_inputs(tmp_path):
 
 def test_box_inputs_hash_changes_with_a_build(tmp_path):
     build = tmp_path / "build" / "redis-baseline" / "7.0.15"
-    (build / "bin").mkdir(parents=True)
-    (build / "bin" / "redis-server").write_bytes(b"one")
-    (build / "build.json").write_text("{}")
-    first = box.inputs_sha256([build])
+    fio_build = tmp_path / "build" / "fio" / "3.41"
+    for b, binary in ((build, "redis-server"), (fio_build, "fio")):
+        (b / "bin").mkdir(parents=True)
+        (b / "bin" / binary).write_bytes(b"one")
+        (b / "build.json").write_text("{}")
+    first = box.inputs_sha256([build], fio_build)
     (build / "bin" / "redis-server").write_bytes(b"two")
-    assert box.inputs_sha256([build]) != first
+    second = box.inputs_sha256([build], fio_build)
+    assert second != first
+    (fio_build / "bin" / "fio").write_bytes(b"two")
+    assert box.inputs_sha256([build], fio_build) != second
 
 
 def test_accel_probe_without_a_kernel_chooses_tcg(monkeypatch):

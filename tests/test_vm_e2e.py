@@ -1,23 +1,32 @@
-"""The vm testbed for real: Vagrant + libvirt bring up a VM (TCG on machines without a
-working KVM) with QEMU's emulated NVMe FDP SSD, provision-guest.yml makes F2FS on its
-namespace, and one tiny baseline cell runs in the guest. The VM is destroyed at the end,
-also when the cell fails. Needs root, libvirt and Vagrant (make setup-host)."""
+"""The vm testbed for real: Vagrant + libvirt bring up a VM per cell (TCG on machines
+without a working KVM) with QEMU's emulated NVMe FDP SSD. Two tiny cells run in their
+guests: baseline (provision-guest.yml makes F2FS on the namespace) under Periodical-Log, and
+slimio (NVMe passthru on /dev/ng0n1 with FDP placement, FUA writes) under Always-Log; both
+measure the fio roofline at the end. The VMs are destroyed at the end, also when a cell
+fails. A third VM runs SlimIO's server tests marked `device` (tests/test_slimio_server.py)
+against /dev/ng0n1 with the nvme backend. Needs root, libvirt and Vagrant (make
+setup-host)."""
 
 import json
+import os
+import re
 import subprocess
+import sys
 
 import pytest
 
-from conftest import require_root, snakemake
-from slimio_repro import fdp, guest, nvmetrace, paths, vm
+from conftest import REPO, require_root, snakemake
+from slimio_repro import cells, fdp, guest, nvmetrace, paths, vm
 
 pytestmark = pytest.mark.e2e
 
 CELL = "vm-baseline-redis-benchmark-periodical-r1"
-TINY_VM = ["matrix={testbeds: [vm], systems: [baseline], policies: [periodical], "
-           "repetitions: 1}",
+SLIMIO_CELL = "vm-slimio-redis-benchmark-always-r1"
+TINY_VM = ["matrix={testbeds: [vm], systems: [baseline, slimio], "
+           "policies: [periodical, always], repetitions: 1}",
            "workloads={redis-benchmark: {requests: 6000, keyspace: 2000}}",
-           "server={sampler_interval_s: 0.25}"]
+           "server={sampler_interval_s: 0.25}",
+           "testbeds={vm: {roofline: {size_mb: 64}}}"]
 
 
 def _domains() -> list[str]:
@@ -28,34 +37,44 @@ def _domains() -> list[str]:
 
 @pytest.fixture
 def vm_work():
-    """The cell's VM directory (the default work dir: pytest's tmp_path is not searchable
+    """The cells' VM directories (the default work dir: pytest's tmp_path is not searchable
     by libvirt's QEMU user); whatever a failure left there is destroyed afterwards."""
-    work = vm.DEFAULT_WORK_DIR / CELL
-    if work.exists():
-        vm._destroy_stale(work)
-    yield work
-    if work.exists():
-        vm._destroy_stale(work)
+    works = [vm.DEFAULT_WORK_DIR / c for c in (CELL, SLIMIO_CELL)]
+    for work in works:
+        if work.exists():
+            vm._destroy_stale(work)
+    yield works
+    for work in works:
+        if work.exists():
+            vm._destroy_stale(work)
     for name in _domains():
-        if name.startswith(f"{CELL}_"):
+        if name.startswith((f"{CELL}_", f"{SLIMIO_CELL}_")):
             subprocess.run(["virsh", "-c", "qemu:///system", "destroy", name],
                            capture_output=True)
             subprocess.run(["virsh", "-c", "qemu:///system", "undefine", name,
                             "--remove-all-storage"], capture_output=True)
 
 
-def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(tmp_path, vm_work):
+@pytest.fixture(scope="module")
+def vm_results(tmp_path_factory):
+    """Both cells, run once by the pipeline; the domains that existed before."""
     require_root()
-    results = tmp_path / "results"
+    results = tmp_path_factory.mktemp("vm") / "results"
     before = set(_domains())
-    proc = snakemake("--cores", "all", f"{results}/cells/{CELL}.json", "--config",
+    proc = snakemake("--cores", "all", f"{results}/cells/{CELL}.json",
+                     f"{results}/cells/{SLIMIO_CELL}.json", "--config",
                      f"results_dir={results}", *TINY_VM)
+    return results, before, proc
+
+
+def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work):
+    results, before, proc = vm_results
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
-    # The VM is gone, and so is its directory with the NVMe backing file.
-    assert not [d for d in _domains() if d.startswith(f"{CELL}_")]
+    # The VMs are gone, and so are their directories with the NVMe backing files.
+    assert not [d for d in _domains() if d.startswith((f"{CELL}_", f"{SLIMIO_CELL}_"))]
     assert set(_domains()) <= before
-    assert not vm_work.exists()
+    assert not any(w.exists() for w in vm_work)
 
     raw = results / "raw" / CELL
     record = json.loads((results / "cells" / f"{CELL}.json").read_text())
@@ -89,3 +108,107 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(tmp_path, vm_work):
     for name in ("vagrant.log", "provision.log", "console.log", "vm.json",
                  "guest-run-cell.log"):
         assert (raw / "vm" / name).stat().st_size > 0, name
+
+    # The roofline ran last, on the namespace, without placement for the baseline.
+    assert record["roofline_seq_write_mb_s"] > 0 and record["roofline_placement_id"] is None
+    assert record["roofline_seq_write_bytes"] == 64 << 20
+
+
+def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_work):
+    results, _, proc = vm_results
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    raw = results / "raw" / SLIMIO_CELL
+    record = json.loads((results / "cells" / f"{SLIMIO_CELL}.json").read_text())
+    assert record["recovery_verified"] is True
+    assert (record["slimio_backend"], record["slimio_device"]) == ("nvme", "/dev/ng0n1")
+
+    # What SlimIO discovered on the namespace, and what its server log says.
+    found = json.loads((raw / paths.RAW_SLIMIO_DEVICE).read_text())
+    assert found["kind"] == "nvme" and found["fdp_enabled"] is True
+    assert found["placement_ids"] == list(range(8)) and found["write_cache"] is True
+    assert "FDP enabled, placement ids 0-7" in (raw / paths.RAW_REDIS_LOG).read_text()
+    inspect = json.loads((raw / paths.RAW_SLIMIO_INSPECT_AFTER).read_text())
+    assert inspect["placement"] == {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
+
+    # The trace confirms the placement of every write: WAL with 1, snapshots with 3 (WAL-
+    # Snapshots) and 2 (the On-Demand-Snapshot), metadata with none; Always-Log made its WAL
+    # batches durable with FUA; the trace accounts for every byte the device counted.
+    assert record["nvme_trace_placement_ok"] is True
+    assert record["nvme_trace_wal_placement_ids"] == "1"
+    assert record["nvme_trace_snapshots_placement_ids"] == "2;3"
+    assert record["nvme_trace_metadata_placement_ids"] == "none"
+    assert record["nvme_trace_fua_write_commands"] > 0
+    delta = fdp.stats_delta(
+        fdp.parse_stats((raw / guest.RAW_FDP_STATS_BEFORE).read_text()),
+        fdp.parse_stats((raw / guest.RAW_FDP_STATS_AFTER).read_text()))
+    assert record["nvme_trace_write_bytes"] == delta["host_bytes_written"]
+    assert record["nvme_trace_events_lost"] == 0
+    assert record["on_demand_snapshot_bytes"] > 0 and record["on_demand_snapshot_mb_s"] > 0
+
+    # fio wrote into the On-Demand placement id through passthru.
+    assert record["roofline_placement_id"] == 2 and record["roofline_seq_write_mb_s"] > 0
+
+
+# The SlimIO suite's VM: provisioned like a slimio cell (raw namespace); the cell id only
+# names the VM.
+SUITE_VM = cells.Cell("vm", "slimio", "redis-benchmark", "periodical", 99)
+SUITE_FILES = ["src/slimio_repro", "tests/conftest.py", "tests/test_slimio_server.py",
+               "pyproject.toml"]
+
+
+def _device_tests() -> int:
+    """How many tests the host collects with -m device (all must run and pass in the VM)."""
+    out = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-m", "device",
+                          "tests/test_slimio_server.py"], cwd=REPO, capture_output=True,
+                         text=True, check=True).stdout
+    return len([line for line in out.splitlines() if "::" in line])
+
+
+def test_slimio_suite_runs_against_ng0n1_in_a_vm(vm_results, tmp_path):
+    require_root()
+    from slimio_repro import config as configmod
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
+    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
+    proc = snakemake("--cores", "all", str(box_file.relative_to(REPO)))
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    vm_cfg = cfg["testbeds"]["vm"]
+    profile = vm.load_device_profile(vm_cfg["device_profile"])
+    vm_dir = vm.DEFAULT_WORK_DIR / SUITE_VM.id
+    if vm_dir.exists():
+        vm._destroy_stale(vm_dir)
+    vm_dir.mkdir(parents=True)
+    os.chmod(vm_dir, 0o755)
+    log = tmp_path / "vagrant.log"
+    with open(vm_dir / "nvme.img", "xb") as fh:
+        fh.truncate(profile["capacity_gib"] << 30)
+    os.chmod(vm_dir / "nvme.img", 0o666)
+    box = vm.ensure_box(box_file, vm_cfg["storage_pool"], log)
+    machine = vm.Vm(vm_dir, vm.spec(cfg, SUITE_VM, vm_dir, box, box_file, profile), log)
+    try:
+        machine.up()
+        machine.provision({"slimio_guest_system": "slimio", "slimio_guest_settings": vm_cfg,
+                           "slimio_guest_device_profile": profile},
+                          tmp_path / "provision.log")
+        suite = f"{vm.GUEST_ROOT}/suite"
+        machine.ssh(f"sudo rm -rf {suite} && sudo mkdir -p {suite} && sudo tar -xzf - -C {suite}",
+                    stdin=vm._repo_tar(SUITE_FILES))
+        bin_dir = (f"{vm.GUEST_BUILD_DIR}/"
+                   f"{paths.REDIS_BUILD_PATTERN.format(system='slimio', version=cfg['redis']['version'])}"
+                   "/bin")
+        run = machine.ssh(
+            f"cd {suite} && sudo env PYTHONPATH={vm.GUEST_PYTHON_DIR}:{suite}/src "
+            f"SLIMIO_TEST_DEVICE={vm_cfg['passthru_device']} "
+            f"SLIMIO_TEST_WIPE_DEVICE={vm_cfg['namespace']} SLIMIO_TEST_BIN_DIR={bin_dir} "
+            "python3 -m pytest -p no:cacheprovider -m device -q -rA tests/test_slimio_server.py "
+            "2>&1", check=False, timeout=3600)
+    finally:
+        try:
+            machine.destroy()
+        finally:
+            if vm_dir.exists():
+                vm._destroy_stale(vm_dir)
+    out = run.stdout.decode(errors="replace")
+    assert run.returncode == 0, out[-5000:]
+    passed = re.search(r"(\d+) passed", out)
+    assert passed and int(passed[1]) == _device_tests(), out[-3000:]
+    assert not re.search(r"\d+ (skipped|failed|error)", out), out[-3000:]

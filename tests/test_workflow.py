@@ -5,7 +5,7 @@ import re
 import pytest
 
 from conftest import snakemake
-from slimio_repro import cells, config as configmod, paths
+from slimio_repro import aggregate, cells, config as configmod, fio, paths
 
 
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
@@ -25,12 +25,18 @@ def test_dry_run_of_every_profile(profile, tmp_path):
         cell_ids = set(re.findall(rf"raw/((?:bare|vm)-{system}-redis-benchmark-\S+-r\d+)$",
                                   proc.stdout, re.M))
         assert len(cell_ids) == len([c for c in cells.expand(cfg) if c.system == system])
-    for name in ("table3_ratios", "table5_ratios"):
+    for name in ("table3_ratios", "table5_ratios", "roofline"):
         assert f"tables/{name}.csv" in proc.stdout and f"tables/{name}.md" in proc.stdout
+    # Figures 4 and 5 are planned exactly when the matrix has both of their systems.
+    for name in aggregate.RUNTIME_RPS_FIGURES:
+        planned = bool(aggregate.runtime_rps_figure_cells(cells.expand(cfg), name))
+        assert bool(re.search(rf"^plot_{name}\s+1$", proc.stdout, re.M)) == planned, name
     # The vm testbed's cells need the guest box, built once with every system's Redis in it.
     vm_cells = [c for c in cells.expand(cfg) if c.testbed == "vm"]
     assert bool(re.search(r"^build_guest_box\s+1$", proc.stdout, re.M)) == bool(vm_cells)
     assert not re.search(r"^build_guest_box\s+[2-9]", proc.stdout, re.M)
+    # ... and fio (the device roofline), built once from the pinned tarball for the box.
+    assert bool(re.search(r"^build_fio\s+1$", proc.stdout, re.M)) == bool(vm_cells)
 
 
 def test_slimio_build_depends_on_its_sources_and_series(tmp_path):
@@ -44,11 +50,49 @@ def test_slimio_build_depends_on_its_sources_and_series(tmp_path):
     assert "redis-slimio/patches/7.0/0001-" in inputs and "patches/7.2+/" not in inputs
 
 
+def test_guest_box_depends_on_the_pinned_fio(tmp_path):
+    build_dir = tmp_path / "build"
+    proc = snakemake("-n", "--nolock", "--cores", "2", str(build_dir / paths.BOX_PATTERN),
+                     "--config", f"build_dir={build_dir}")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    fio_bin = build_dir / paths.FIO_PATTERN.format(version=fio.pinned_version())
+    job = proc.stdout[proc.stdout.index("rule build_guest_box:"):]
+    assert str(fio_bin) in job[:job.index("output:")]
+    fio_job = proc.stdout[proc.stdout.index("rule build_fio:"):]
+    assert f"output: {fio_bin}" in fio_job and str(paths.FIO_PIN) in fio_job
+    assert re.search(r"^build_fio\s+1$", proc.stdout, re.M)
+
+
+def test_figure_4_is_a_target_only_with_slimio_without_fdp(tmp_path):
+    three = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                      "--config", f"results_dir={tmp_path}",
+                      "matrix={systems: [baseline, slimio, slimio-nofdp]}")
+    assert three.returncode == 0, three.stdout + three.stderr
+    for name in ("fig4_runtime_rps", "fig5_runtime_rps"):
+        assert re.search(rf"^plot_{name}\s+1$", three.stdout, re.M), name
+    job = three.stdout[three.stdout.index("rule plot_fig4_runtime_rps:"):]
+    inputs = job[:job.index("output:")]
+    assert "cells/vm-baseline-redis-benchmark-periodical-r1.json" in inputs
+    assert "cells/vm-slimio-nofdp-redis-benchmark-periodical-r1.timeseries.csv" in inputs
+    assert "vm-slimio-redis" not in inputs and "-r2." not in inputs
+
+    two = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                    "--config", f"results_dir={tmp_path}", "matrix={systems: [baseline, slimio]}")
+    assert two.returncode == 0, two.stdout + two.stderr
+    assert re.search(r"^plot_fig5_runtime_rps\s+1$", two.stdout, re.M)
+    assert "plot_fig4_runtime_rps" not in two.stdout and "fig4_runtime_rps" not in two.stdout
+    # Asked for by name, it fails at planning time and says what is missing.
+    named = snakemake("-n", "--nolock", "--cores", "2", f"{tmp_path}/figures/fig4_runtime_rps.png",
+                      "--config", f"results_dir={tmp_path}", "matrix={systems: [baseline, slimio]}")
+    assert named.returncode != 0
+    assert "no such cell of slimio-nofdp" in named.stdout + named.stderr
+
+
 def test_config_override_merges_instead_of_replacing(tmp_path):
     proc = snakemake("-n", "--nolock", "--cores", "2", "run_matrix",
                      "--config", f"results_dir={tmp_path}", "matrix={repetitions: 1}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^run_cell\s+4$", proc.stdout, re.M)  # both policies, both systems kept
+    assert re.search(r"^run_cell\s+6$", proc.stdout, re.M)  # both policies, all three systems kept
 
 
 def test_bad_config_stops_the_workflow_naming_the_key(tmp_path):

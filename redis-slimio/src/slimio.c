@@ -137,7 +137,7 @@ static void formatDevice(void) {
               "slimio-slot-size", S.be.dev.path, err);
     m.format_id = randomFormatId();
     m.placement[SLIMIO_KIND_META] = SLIMIO_NO_PLACEMENT;
-    for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = S.be.placement[k];
+    for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = S.be.dev.placement[k];
     int rc = slimioFormatDevice(&S.be.io, &m);
     if (rc) fatal("formatting %s failed: %s", S.be.dev.path, rc < 0 && rc > -4096 ? strerror(-rc) : slimioStrerror(rc));
     serverLog(LL_NOTICE, "SlimIO: formatted %s: WAL %llu LBAs at %llu, 3 slots of %llu LBAs at "
@@ -166,8 +166,15 @@ void slimioServerInit(void) {
         fatal("%s", err);
     int place[SLIMIO_KINDS] = {-1, slimio_cfg.placement_wal, slimio_cfg.placement_wal_snapshot,
                                slimio_cfg.placement_on_demand};
-    for (int k = 0; k < SLIMIO_KINDS; k++)
-        S.be.placement[k] = place[k] < 0 ? SLIMIO_NO_PLACEMENT : (uint16_t)place[k];
+    static const char *const names[SLIMIO_KINDS] = {
+        "metadata", "slimio-placement-wal", "slimio-placement-wal-snapshot",
+        "slimio-placement-on-demand"};
+    if (slimioDevSetPlacement(&S.be.dev, place, names, err, sizeof(err)) < 0) fatal("%s", err);
+    if (S.be.dev.is_nvme) {
+        char desc[256];
+        slimioNvmeDescribe(&S.be.dev.nvme, desc, sizeof(desc));
+        serverLog(LL_NOTICE, "SlimIO: %s: %s", S.be.dev.path, desc);
+    }
 
     int rc = slimioMetaLoad(&S.be.io, &S.meta);
     if (rc == SLIMIO_OK) {
@@ -653,7 +660,21 @@ sds slimioGenInfoString(sds info) {
             (unsigned long long)slimioSlotLba(m, i));
     for (int k = 1; k < SLIMIO_KINDS; k++)
         info = sdscatprintf(info, "slimio_placement_%s:%d\r\n", kindName(k),
-                            S.be.placement[k] == SLIMIO_NO_PLACEMENT ? -1 : S.be.placement[k]);
+                            S.be.dev.placement[k] == SLIMIO_NO_PLACEMENT ? -1 : S.be.dev.placement[k]);
+    info = sdscatprintf(info, "slimio_max_io_bytes:%llu\r\n",
+                        (unsigned long long)S.be.max_io_lbas * S.be.dev.lba_size);
+    if (S.be.dev.is_nvme) {
+        const slimioNvmeInfo *n = &S.be.dev.nvme;
+        sds pids = sdsempty();
+        for (unsigned i = 0; i < n->npids; i++)
+            pids = sdscatprintf(pids, "%s%u", i ? "," : "", n->pids[i]);
+        info = sdscatprintf(info,
+            "slimio_nvme_nsid:%u\r\nslimio_nvme_write_cache:%d\r\nslimio_fdp_supported:%d\r\n"
+            "slimio_fdp_enabled:%d\r\nslimio_fdp_endurance_group:%u\r\n"
+            "slimio_fdp_placement_ids:%s\r\n",
+            n->nsid, n->vwc, n->fdp_supported, n->fdp_enabled, n->endgid, pids);
+        sdsfree(pids);
+    }
     if (S.wal_open) {
         slimioWal *w = &S.wal;
         pthread_mutex_lock(&w->lock);

@@ -1,11 +1,19 @@
 /* slimio-admin: format and inspect a SlimIO device, export its snapshots and dump its WAL.
  *
  *   slimio-admin format   --device PATH [--wal-mib N] [--slot-mib N] [--lba-size N] [--force]
+ *                         [--placement-wal ID] [--placement-wal-snapshot ID]
+ *                         [--placement-on-demand ID]
  *   slimio-admin inspect  --device PATH [--lba-size N] [--json]
+ *   slimio-admin device   --device PATH [--lba-size N]
  *   slimio-admin export   --device PATH --slot SLOT --output FILE.rdb [--lba-size N] [--force]
  *   slimio-admin dump-wal --device PATH --output FILE.aof|- [--from-gen G] [--lba-size N]
  *                         [--force]
  *
+ * PATH is a regular file, a block device, or an NVMe generic char device (/dev/ngXnY),
+ * which is driven by passthru. device prints, as JSON, what SlimIO discovers on PATH
+ * (geometry; for NVMe: nsid, write cache, FDP support and enablement, placement ids).
+ * format records the placement id of each data kind (-1 = none, the default) after
+ * checking it against the device's reclaim unit handle status.
  * format refuses a device that carries a file system, partition table, swap, LUKS or
  * another SlimIO layout unless --force is given, and a device too small for the layout.
  * export writes the RDB image of one valid snapshot slot (SLOT: wal-snapshot, reserve,
@@ -36,7 +44,10 @@ static void usage(void) {
     fprintf(stderr,
         "usage: slimio-admin format   --device PATH [--wal-mib N] [--slot-mib N] "
         "[--lba-size N] [--force]\n"
+        "                             [--placement-wal ID] [--placement-wal-snapshot ID] "
+        "[--placement-on-demand ID]\n"
         "       slimio-admin inspect  --device PATH [--lba-size N] [--json]\n"
+        "       slimio-admin device   --device PATH [--lba-size N]\n"
         "       slimio-admin export   --device PATH --slot wal-snapshot|reserve|on-demand|0|1|2 "
         "--output FILE.rdb [--lba-size N] [--force]\n"
         "       slimio-admin dump-wal --device PATH --output FILE.aof|- [--from-gen G] "
@@ -228,6 +239,7 @@ static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int fo
         perror("slimio-admin: getrandom");
         return 1;
     }
+    for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = dev->placement[k];
     int rc = slimioFormatDevice(&dev->io, &m);
     if (rc) {
         fprintf(stderr, "slimio-admin: writing the metadata of %s failed: %s\n", dev->path,
@@ -707,11 +719,46 @@ static int cmdDumpWal(slimioDev *dev, uint64_t from_gen, const char *output, int
     return 0;
 }
 
+/* What slimioDevOpen discovered, as JSON. */
+static int cmdDevice(const slimioDev *dev) {
+    printf("{\"path\": \"%s\", \"kind\": \"%s\", \"lba_size\": %u, \"lbas\": %llu",
+           dev->path, dev->is_nvme ? "nvme" : dev->is_blockdev ? "block" : "file",
+           dev->lba_size, (unsigned long long)dev->lbas);
+    if (dev->is_nvme) {
+        const slimioNvmeInfo *n = &dev->nvme;
+        printf(", \"nsid\": %u, \"write_cache\": %s, \"fdp_supported\": %s, "
+               "\"fdp_enabled\": %s, \"fdp_config_index\": %d, \"endurance_group\": %u, "
+               "\"mdts_bytes\": %u, \"max_io_bytes\": %u, \"placement_ids\": [",
+               n->nsid, n->vwc ? "true" : "false", n->fdp_supported ? "true" : "false",
+               n->fdp_enabled ? "true" : "false", n->fdp_config_index, n->endgid,
+               n->mdts_bytes, n->max_io_bytes);
+        for (unsigned i = 0; i < n->npids; i++) printf("%s%u", i ? ", " : "", n->pids[i]);
+        printf("]");
+    }
+    printf("}\n");
+    return 0;
+}
+
+/* --placement-*: a placement id 0-65534, or -1 for none. */
+static int parsePlacement(const char *opt, const char *v) {
+    char *end;
+    long n = strtol(v, &end, 10);
+    if (!*v || *end || n < -1 || n > 65534) {
+        fprintf(stderr, "slimio-admin: %s wants a placement id (0-65534) or -1 for none, "
+                "got '%s'\n", opt, v);
+        exit(2);
+    }
+    return (int)n;
+}
+
 int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *cmd = argv[1], *path = NULL, *output = NULL;
     uint64_t wal_mib = 1024, slot_mib = 1024, lba_size = 0, from_gen = 0;
     int force = 0, json = 0, have_slot = 0;
+    int place[SLIMIO_KINDS] = {-1, -1, -1, -1};
+    static const char *const place_names[SLIMIO_KINDS] = {
+        "metadata", "--placement-wal", "--placement-wal-snapshot", "--placement-on-demand"};
     slotSpec slot = {0, 0};
     for (int i = 2; i < argc; i++) {
         const char *a = argv[i];
@@ -723,6 +770,12 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--slot") && more) { slot = parseSlot(argv[++i]); have_slot = 1; }
         else if (!strcmp(a, "--output") && more) output = argv[++i];
         else if (!strcmp(a, "--from-gen") && more) from_gen = parseNum(a, argv[++i]);
+        else if (!strcmp(a, "--placement-wal") && more)
+            place[SLIMIO_KIND_WAL] = parsePlacement(a, argv[++i]);
+        else if (!strcmp(a, "--placement-wal-snapshot") && more)
+            place[SLIMIO_KIND_WAL_SNAPSHOT] = parsePlacement(a, argv[++i]);
+        else if (!strcmp(a, "--placement-on-demand") && more)
+            place[SLIMIO_KIND_ON_DEMAND] = parsePlacement(a, argv[++i]);
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else {
@@ -731,7 +784,9 @@ int main(int argc, char **argv) {
         }
     }
     int is_export = !strcmp(cmd, "export"), is_dump = !strcmp(cmd, "dump-wal");
-    if (strcmp(cmd, "format") && strcmp(cmd, "inspect") && !is_export && !is_dump) usage();
+    if (strcmp(cmd, "format") && strcmp(cmd, "inspect") && strcmp(cmd, "device") && !is_export &&
+        !is_dump)
+        usage();
     if (!path) {
         fprintf(stderr, "slimio-admin: name the device with --device PATH\n");
         return 2;
@@ -757,8 +812,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "slimio-admin: %s\n", err);
         return 1;
     }
+    if (slimioDevSetPlacement(&dev, place, place_names, err, sizeof(err))) {
+        fprintf(stderr, "slimio-admin: %s\n", err);
+        slimioDevClose(&dev);
+        return 1;
+    }
     int rc;
     if (!strcmp(cmd, "format")) rc = cmdFormat(&dev, wal_mib, slot_mib, force);
+    else if (!strcmp(cmd, "device")) rc = cmdDevice(&dev);
     else if (is_export) rc = cmdExport(&dev, slot, output, force);
     else if (is_dump) rc = cmdDumpWal(&dev, from_gen, output, force);
     else rc = cmdInspect(&dev, json);

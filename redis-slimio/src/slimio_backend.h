@@ -9,8 +9,11 @@
  *         block device, IORING_OP_FSYNC (datasync) as the flush. No placement: the data
  *         kind of a write is only counted. An ablation (io_uring without passthru) and the
  *         way to exercise the persistence logic on any host.
- *   nvme  (issue 5) IORING_OP_URING_CMD NVMe passthru on /dev/ngXnY with SQE128|CQE32,
- *         DTYPE=2 and a DSPEC per data kind for FDP placement, NVMe Flush or FUA. */
+ *   nvme  IORING_OP_URING_CMD NVMe passthru on /dev/ngXnY (SQE128|CQE32): writes carry
+ *         DTYPE=2 and the data kind's placement id as DSPEC when one is set (FDP), none
+ *         otherwise. Durability follows the namespace's volatile write cache: with one, FUA
+ *         writes and NVMe Flush; without, a completed write is durable and a flush is a
+ *         no-op. Commands are at most the namespace's transfer limit (slimio_nvme.h). */
 #ifndef SLIMIO_BACKEND_H
 #define SLIMIO_BACKEND_H
 
@@ -44,17 +47,18 @@ typedef struct slimioBackendOps {
 
 struct slimioBackend {
     const slimioBackendOps *ops;
-    slimioDev dev;              /* fd, path, geometry, synchronous slimioBlockIo */
+    slimioDev dev;              /* fd, path, geometry, placement, synchronous slimioBlockIo */
     uint32_t max_io_lbas;       /* largest single command; rings split larger requests */
-    uint16_t placement[SLIMIO_KINDS]; /* per data kind, SLIMIO_NO_PLACEMENT = none */
     /* Bytes written per data kind by this process through rings and synchronous I/O. */
     _Atomic uint64_t bytes_written[SLIMIO_KINDS];
     _Atomic uint64_t bytes_read;
     slimioBlockIo io;           /* dev.io wrapped so that written bytes are counted */
 };
 
-/* Open the backend of the given type on path. lba_size applies to regular files (0 =
- * 4096). Returns 0, or -1 with a message naming the path and the problem in err. */
+/* Open the backend of the given type on path: nvme needs an NVMe generic char device, file
+ * a regular file or a block device. lba_size applies to regular files (0 = 4096) and must
+ * match a device's. Placement is set afterwards with slimioDevSetPlacement(&be->dev, ...).
+ * Returns 0, or -1 with a message naming the path and the problem in err. */
 int slimioBackendOpen(slimioBackend *be, slimioBackendType type, const char *path,
                       uint32_t lba_size, char *err, size_t errlen);
 void slimioBackendClose(slimioBackend *be);

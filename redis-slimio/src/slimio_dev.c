@@ -44,6 +44,58 @@ static int devFlush(void *ctx) {
     return fdatasync(((slimioDev *)ctx)->fd) ? -errno : 0;
 }
 
+/* Passthru: commands of at most max_io_bytes; the write carries its kind's placement. */
+static int nvmeRw(slimioDev *dev, uint8_t op, uint64_t lba, uint32_t nlb, void *buf,
+                  uint16_t placement) {
+    uint32_t max = dev->nvme.max_io_bytes / dev->lba_size;
+    while (nlb) {
+        uint32_t n = nlb < max ? nlb : max;
+        slimioNvmeRw rw = slimioNvmeEncodeRw(op, lba, n, placement, 0);
+        int rc = slimioNvmeSyncRw(dev->fd, dev->nvme.nsid, &rw, buf, n * dev->lba_size, NULL);
+        if (rc) return rc;
+        lba += n;
+        nlb -= n;
+        buf = (char *)buf + (size_t)n * dev->lba_size;
+    }
+    return 0;
+}
+
+static int nvmeRead(void *ctx, uint64_t lba, uint32_t nlb, void *buf) {
+    return nvmeRw(ctx, SLIMIO_NVME_OP_READ, lba, nlb, buf, SLIMIO_NO_PLACEMENT);
+}
+
+static int nvmeWrite(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slimioDataKind k) {
+    slimioDev *dev = ctx;
+    return nvmeRw(dev, SLIMIO_NVME_OP_WRITE, lba, nlb, (void *)buf, dev->placement[k]);
+}
+
+/* Without a volatile write cache a completed write is durable: nothing to flush. */
+static int nvmeFlush(void *ctx) {
+    slimioDev *dev = ctx;
+    return dev->nvme.vwc ? slimioNvmeSyncFlush(dev->fd, dev->nvme.nsid, NULL) : 0;
+}
+
+static int openNvme(slimioDev *dev, int fd, const char *path, uint32_t lba_size, char *err,
+                    size_t errlen) {
+    if (slimioNvmeDiscover(fd, path, &dev->nvme, err, errlen) < 0) return -1;
+    if (dev->nvme.metadata_size) {
+        snprintf(err, errlen, "%s: the namespace's LBA format has %u bytes of metadata per "
+                 "LBA; SlimIO needs a format without metadata (nvme format --lbaf=N)", path,
+                 dev->nvme.metadata_size);
+        return -1;
+    }
+    if (lba_size && lba_size != dev->nvme.lba_size) {
+        snprintf(err, errlen, "%s has %u-byte LBAs, not the configured %u: set slimio-lba-size "
+                 "%u, or reformat the namespace with a %u-byte LBA format", path,
+                 dev->nvme.lba_size, lba_size, dev->nvme.lba_size, lba_size);
+        return -1;
+    }
+    dev->is_nvme = 1;
+    dev->lba_size = dev->nvme.lba_size;
+    dev->lbas = dev->nvme.lbas;
+    return 0;
+}
+
 int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err, size_t errlen) {
     memset(dev, 0, sizeof(*dev));
     dev->fd = -1;
@@ -51,9 +103,16 @@ int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err
         snprintf(err, errlen, "no SlimIO device given: name one explicitly (slimio-device)");
         return -1;
     }
-    int fd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+    for (int k = 0; k < SLIMIO_KINDS; k++) dev->placement[k] = SLIMIO_NO_PLACEMENT;
+    struct stat pre;
+    int chr = stat(path, &pre) == 0 && S_ISCHR(pre.st_mode);
+    /* Char devices take no O_DIRECT: passthru bypasses the page cache anyway. */
+    int fd = open(path, O_RDWR | O_CLOEXEC | (chr ? 0 : O_DIRECT));
     if (fd < 0) {
-        snprintf(err, errlen, "cannot open SlimIO device %s: %s", path, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "cannot open SlimIO device %s: %s%s", path, strerror(e),
+                 e == EACCES || e == EPERM ? ": SlimIO needs read-write access to it (run as "
+                 "root, or grant the server's user access to the device)" : "");
         return -1;
     }
     struct stat st;
@@ -82,14 +141,39 @@ int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err
     } else if (S_ISREG(st.st_mode)) {
         dev->lba_size = lba_size ? lba_size : 4096;
         dev->lbas = (uint64_t)st.st_size / dev->lba_size;
+    } else if (S_ISCHR(st.st_mode)) {
+        if (openNvme(dev, fd, path, lba_size, err, errlen) < 0) {
+            close(fd);
+            return -1;
+        }
     } else {
-        snprintf(err, errlen, "%s is neither a regular file nor a block device", path);
+        snprintf(err, errlen, "%s is neither a regular file, a block device nor an NVMe char "
+                 "device", path);
         close(fd);
         return -1;
     }
     dev->fd = fd;
     dev->path = strdup(path);
-    dev->io = (slimioBlockIo){dev, dev->lba_size, dev->lbas, devRead, devWrite, devFlush};
+    dev->io = dev->is_nvme
+        ? (slimioBlockIo){dev, dev->lba_size, dev->lbas, nvmeRead, nvmeWrite, nvmeFlush}
+        : (slimioBlockIo){dev, dev->lba_size, dev->lbas, devRead, devWrite, devFlush};
+    return 0;
+}
+
+int slimioDevSetPlacement(slimioDev *dev, const int placement[SLIMIO_KINDS],
+                          const char *const names[SLIMIO_KINDS], char *err, size_t errlen) {
+    for (int k = 0; k < SLIMIO_KINDS; k++) {
+        if (placement[k] > 0xfffe) {
+            snprintf(err, errlen, "%s %d is out of range: a placement id is 0-65534, or -1 "
+                     "for none", names[k], placement[k]);
+            return -1;
+        }
+    }
+    if (dev->is_nvme &&
+        slimioNvmeCheckPlacement(&dev->nvme, dev->path, placement, names, err, errlen) < 0)
+        return -1;
+    for (int k = 0; k < SLIMIO_KINDS; k++)
+        dev->placement[k] = placement[k] < 0 ? SLIMIO_NO_PLACEMENT : (uint16_t)placement[k];
     return 0;
 }
 
@@ -122,7 +206,7 @@ const char *slimioDevForeignSignature(slimioDev *dev) {
     unsigned char *buf = NULL;
     if (len == 0 || posix_memalign((void **)&buf, 4096, span)) return NULL;
     const char *found = NULL;
-    if (devRead(dev, 0, (uint32_t)(len / dev->lba_size), buf) == 0) {
+    if (dev->io.read(dev->io.ctx, 0, (uint32_t)(len / dev->lba_size), buf) == 0) {
         for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]) && !found; i++)
             if (sigs[i].off + sigs[i].len <= len &&
                 !memcmp(buf + sigs[i].off, sigs[i].magic, sigs[i].len)) found = sigs[i].what;

@@ -10,20 +10,32 @@
 #include <stdint.h>
 
 #include "slimio_format.h"
+#include "slimio_nvme.h"
 
 typedef struct slimioDev {
     int fd;
     char *path;
     int is_blockdev;
+    int is_nvme;            /* an NVMe generic char device, driven by passthru */
     uint32_t lba_size;
     uint64_t lbas;
-    slimioBlockIo io;       /* synchronous I/O on this device (pread/pwrite, O_DIRECT) */
+    slimioNvmeInfo nvme;    /* discovery (is_nvme only) */
+    uint16_t placement[SLIMIO_KINDS];  /* PID per data kind, SLIMIO_NO_PLACEMENT = none */
+    slimioBlockIo io;       /* synchronous I/O: pread/pwrite with O_DIRECT, or passthru */
 } slimioDev;
 
-/* Open path read-write with O_DIRECT. Regular files use lba_size (0 = 4096) and their size;
- * block devices use their logical block size and capacity. Returns 0, or -1 with a message
+/* Open path read-write. Regular files (lba_size, 0 = 4096, and their size) and block
+ * devices (their logical block size and capacity) with O_DIRECT; an NVMe generic char
+ * device (/dev/ngXnY) through passthru, after discovery (slimio_nvme.h). A non-zero
+ * lba_size must match a device's. No placement is set. Returns 0, or -1 with a message
  * naming the path and the problem in err. */
 int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err, size_t errlen);
+
+/* Set the placement id of each data kind (-1 = none; names[k] is the option that set it,
+ * for messages). On an NVMe device every id must be valid (slimioNvmeCheckPlacement); on a
+ * file or block device they are only recorded. Returns 0, or -1 with a message in err. */
+int slimioDevSetPlacement(slimioDev *dev, const int placement[SLIMIO_KINDS],
+                          const char *const names[SLIMIO_KINDS], char *err, size_t errlen);
 void slimioDevClose(slimioDev *dev);
 
 /* Look for a foreign signature in the first blocks of the device. Returns NULL when there is

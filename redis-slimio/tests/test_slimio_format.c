@@ -1,7 +1,8 @@
 /* Unit tests of SlimIO's on-device format: CRC32C, layout, metadata records (alternation,
  * torn and failed writes, failpoints including a real crash in a child process) and the
  * WAL framing and recovery scan (torn tails, stale and corrupt blocks, wrap-around), and
- * the chain of WAL generations (slimioWalSuccessor).
+ * the chain of WAL generations (slimioWalSuccessor), and the NVMe passthru encoders and
+ * discovery parsers (slimio_nvme.h) on data structures laid out as the NVMe spec says.
  *
  * The device is a RAM disk in shared memory, so a forked child's writes are visible to the
  * parent after the child is killed. Prints "N passed, N failed" and exits non-zero on any
@@ -20,6 +21,7 @@
 #include "slimio_crc32c.h"
 #include "slimio_failpoint.h"
 #include "slimio_format.h"
+#include "slimio_nvme.h"
 
 static int passed, failed;
 static const char *current;
@@ -598,6 +600,93 @@ static void test_wal_chain_ends_at_a_stale_or_foreign_successor(void) {
     CHECK(chain[1].gen == 3 && chain[1].start_lba == at && why == SLIMIO_ERR_GEN);
 }
 
+/* --- NVMe passthru: encoding and discovery parsers -------------------------------------- */
+
+static void test_nvme_write_encodes_fdp_placement_and_fua(void) {
+    slimioNvmeRw w = slimioNvmeEncodeRw(SLIMIO_NVME_OP_WRITE, 0x123456789ull, 256, 2, 1);
+    CHECK(w.opcode == 0x01);
+    CHECK(w.cdw10 == 0x23456789u && w.cdw11 == 0x1);
+    CHECK((w.cdw12 & 0xffff) == 255);               /* NLB is 0-based */
+    CHECK(((w.cdw12 >> 20) & 0xf) == 2);            /* DTYPE = data placement */
+    CHECK((w.cdw12 >> 30) & 1);                     /* FUA */
+    CHECK(w.cdw13 == 2u << 16);                     /* DSPEC = placement id */
+    /* As the guest's nvme_setup_cmd trace shows it: ctrl=0x20 (DTYPE), dsmgmt=131072. */
+    CHECK(((w.cdw12 >> 16) & 0xffff) == 0x4020);
+    slimioNvmeRw n = slimioNvmeEncodeRw(SLIMIO_NVME_OP_WRITE, 8, 1, SLIMIO_NO_PLACEMENT, 0);
+    CHECK(n.cdw12 == 0 && n.cdw13 == 0);            /* no directive, no FUA, one LBA */
+    slimioNvmeRw r = slimioNvmeEncodeRw(SLIMIO_NVME_OP_READ, 0, 8, SLIMIO_NO_PLACEMENT, 0);
+    CHECK(r.opcode == 0x02 && r.cdw12 == 7);
+}
+
+static void test_nvme_identify_parsers_read_the_spec_offsets(void) {
+    unsigned char ns[4096] = {0}, ctrl[4096] = {0};
+    slimioNvmeInfo info;
+    memset(&info, 0, sizeof(info));
+    ns[0] = 0x00; ns[1] = 0x00; ns[2] = 0x20;       /* NSZE = 0x200000 LBAs */
+    ns[26] = 1;                                     /* FLBAS: format 1 */
+    ns[128 + 4 * 0 + 2] = 9;                        /* LBAF0: 512 bytes */
+    ns[128 + 4 * 1 + 2] = 12;                       /* LBAF1: 4096 bytes, no metadata */
+    ns[102] = 1;                                    /* ENDGID 1 */
+    slimioNvmeParseIdNs(ns, &info);
+    CHECK(info.lbas == 0x200000 && info.lba_size == 4096 && info.metadata_size == 0);
+    CHECK(info.endgid == 1);
+    ns[128 + 4 * 1] = 8;                            /* LBAF1 with 8 bytes of metadata */
+    slimioNvmeParseIdNs(ns, &info);
+    CHECK(info.metadata_size == 8);
+    ctrl[77] = 7;                                   /* MDTS: 2^7 pages */
+    ctrl[96 + 2] = 0x08;                            /* CTRATT bit 19: FDP supported */
+    ctrl[525] = 1;                                  /* VWC present */
+    slimioNvmeParseIdCtrl(ctrl, &info);
+    CHECK(info.mdts_bytes == 512 * 1024 && info.fdp_supported && info.vwc);
+    ctrl[96 + 2] = 0;
+    ctrl[525] = 0;
+    ctrl[77] = 0;
+    slimioNvmeParseIdCtrl(ctrl, &info);
+    CHECK(!info.fdp_supported && !info.vwc && info.mdts_bytes == 0);
+}
+
+static void test_nvme_ruh_status_lists_placement_ids(void) {
+    unsigned char buf[16 + 32 * 4] = {0};
+    slimioNvmeInfo info;
+    memset(&info, 0, sizeof(info));
+    buf[14] = 3;                                    /* NRUHSD */
+    for (int i = 0; i < 3; i++) {
+        buf[16 + 32 * i] = (unsigned char)(i * 2);  /* PID */
+        buf[16 + 32 * i + 2] = (unsigned char)i;    /* RUHID */
+    }
+    CHECK(slimioNvmeParseRuhStatus(buf, sizeof(buf), &info) == 3);
+    CHECK(info.npids == 3 && info.pids[0] == 0 && info.pids[1] == 2 && info.pids[2] == 4);
+    buf[14] = 9;                                    /* announces more than the buffer holds */
+    CHECK(slimioNvmeParseRuhStatus(buf, sizeof(buf), &info) == -1);
+}
+
+static void test_nvme_placement_check_names_the_problem(void) {
+    slimioNvmeInfo info;
+    memset(&info, 0, sizeof(info));
+    info.fdp_supported = 1;
+    info.endgid = 1;
+    info.npids = 8;
+    for (int i = 0; i < 8; i++) info.pids[i] = (uint16_t)i;
+    const char *const names[SLIMIO_KINDS] = {"m", "slimio-placement-wal", "ws", "od"};
+    int none[SLIMIO_KINDS] = {-1, -1, -1, -1}, want[SLIMIO_KINDS] = {-1, 1, 3, 2};
+    char err[512];
+    CHECK(slimioNvmeCheckPlacement(&info, "/dev/ng0n1", none, names, err, sizeof(err)) == 0);
+    CHECK(slimioNvmeCheckPlacement(&info, "/dev/ng0n1", want, names, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "slimio-placement-wal 1") && strstr(err, "FDP is disabled"));
+    info.fdp_enabled = 1;
+    CHECK(slimioNvmeCheckPlacement(&info, "/dev/ng0n1", want, names, err, sizeof(err)) == 0);
+    want[1] = 9;
+    CHECK(slimioNvmeCheckPlacement(&info, "/dev/ng0n1", want, names, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "slimio-placement-wal 9 is not a placement id") &&
+          strstr(err, "0, 1, 2, 3, 4, 5, 6, 7"));
+    info.fdp_supported = 0;
+    want[1] = 1;
+    CHECK(slimioNvmeCheckPlacement(&info, "/dev/ng0n1", want, names, err, sizeof(err)) == -1);
+    CHECK(strstr(err, "does not support FDP"));
+    CHECK(slimioNvmeIsGenericPath("/dev/ng0n1") && slimioNvmeIsGenericPath("ng12n3"));
+    CHECK(!slimioNvmeIsGenericPath("/dev/nvme0n1") && !slimioNvmeIsGenericPath("/dev/ng0n1p1"));
+}
+
 int main(void) {
     RUN(test_crc32c_check_value);
     RUN(test_layout_regions_are_aligned_and_disjoint);
@@ -622,6 +711,10 @@ int main(void) {
     RUN(test_wal_successor_wraps_around_the_region);
     RUN(test_wal_chain_follows_an_unlisted_middle_generation);
     RUN(test_wal_chain_ends_at_a_stale_or_foreign_successor);
+    RUN(test_nvme_write_encodes_fdp_placement_and_fua);
+    RUN(test_nvme_identify_parsers_read_the_spec_offsets);
+    RUN(test_nvme_ruh_status_lists_placement_ids);
+    RUN(test_nvme_placement_check_names_the_problem);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

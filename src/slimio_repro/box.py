@@ -6,7 +6,7 @@ this machine's apt sources use (the same probe as the setup playbook), so no mir
 name is written in the repository. Next to the box it writes:
 
 * ``<box>.json``: inputs hash (the box's Vagrant name derives from it), the box's sha256,
-  kernel, archive, the Redis builds baked in, build time;
+  kernel, archive, the Redis builds and the fio baked in, build time;
 * ``<box>.packages.tsv``: every Debian package and version in the guest;
 * ``<box>.key``: the box's own SSH private key.
 """
@@ -36,11 +36,12 @@ def archive(release: str = "bookworm") -> dict:
     return json.loads(proc.stdout)
 
 
-def inputs_sha256(builds: list[Path]) -> str:
-    """Hash of everything that goes into the box: recipe, packages, Python pins, builds."""
+def inputs_sha256(builds: list[Path], fio_build: Path) -> str:
+    """Hash of everything that goes into the box: recipe, packages, Python pins, the Redis
+    builds and the fio build (each its bin/ and build.json)."""
     h = hashlib.sha256()
     files = [paths.BOX_SCRIPT, paths.BOX_PACKAGES, paths.BOX_GUEST_REQUIREMENTS]
-    for b in builds:
+    for b in [*builds, fio_build]:
         files += sorted(p for p in (b / "bin").iterdir()) + [b / "build.json"]
     for f in files:
         h.update(f.name.encode())
@@ -48,12 +49,20 @@ def inputs_sha256(builds: list[Path]) -> str:
     return h.hexdigest()
 
 
-def build(out: Path, builds: list[Path], disk_size_mb: int, log: Path) -> dict:
+def build(out: Path, builds: list[Path], fio_build: Path, disk_size_mb: int,
+          log: Path) -> dict:
+    """Build the box ``out`` with the Redis ``builds`` and the ``fio_build`` (rule build_fio's
+    directory: bin/fio, build.json) baked in; fio lands at :data:`paths.GUEST_FIO`."""
     out = out.resolve()
     builds = [b.resolve() for b in builds]
+    fio_build = fio_build.resolve()
     for b in builds:
         if not (b / "bin" / "redis-server").is_file():
             raise BoxError(f"{b} has no bin/redis-server: build Redis first")
+    if not (fio_build / "bin" / "fio").is_file() or not (fio_build / "build.json").is_file():
+        raise BoxError(f"{fio_build} has no bin/fio and build.json: build fio first "
+                       f"(rule build_fio)")
+    fio_record = json.loads((fio_build / "build.json").read_text())
     arch = archive()
     pylib = out.parent / "guest-python"
     subprocess.run(["rm", "-rf", str(pylib)], check=True)
@@ -67,7 +76,8 @@ def build(out: Path, builds: list[Path], disk_size_mb: int, log: Path) -> dict:
             raise BoxError(f"pip could not install {paths.BOX_GUEST_REQUIREMENTS}; see {log}")
         cmd = ["bash", str(paths.BOX_SCRIPT), str(out), arch["uri"],
                arch["signed_by"] or "/usr/share/keyrings/debian-archive-keyring.gpg",
-               str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), *map(str, builds)]
+               str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), str(fio_build),
+               paths.GUEST_FIO, *map(str, builds)]
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -77,13 +87,17 @@ def build(out: Path, builds: list[Path], disk_size_mb: int, log: Path) -> dict:
     kernel = out.with_name(out.name + ".kernel").read_text().strip().split("=", 1)[1]
     record = {
         "box": out.name,
-        "inputs_sha256": inputs_sha256(builds),
+        "inputs_sha256": inputs_sha256(builds, fio_build),
         "box_sha256": sources.sha256_of(out),
         "box_bytes": out.stat().st_size,
         "guest_kernel": kernel,
         "debian_release": "bookworm",
         "archive_source": arch["source"],
         "redis_builds": [str(b.relative_to(b.parents[1])) for b in builds],
+        "fio_build": str(fio_build.relative_to(fio_build.parents[1])),
+        "fio_version": fio_record["fio_version"],
+        "fio_tarball_sha256": fio_record["tarball_sha256"],
+        "guest_fio": paths.GUEST_FIO,
         "packages_file": out.name + ".packages.tsv",
         "build_time_s": round(time.monotonic() - t0, 1),
         "utc_built": provenance.utc_now(),

@@ -66,7 +66,8 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     if out_dir.exists():
         raise CellError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                         "(delete it to run the cell again)")
-    is_slimio = cell.system == "slimio"
+    is_slimio = cells.is_slimio(cell.system)
+    slimio_settings = cells.slimio_settings(config, cell.system, cell.testbed)
     admin = bin_dir / paths.SLIMIO_ADMIN
     if is_slimio and not admin.is_file():
         raise CellError(f"{bin_dir} has no {paths.SLIMIO_ADMIN}: is it a slimio build? "
@@ -98,7 +99,7 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     keys = sampled_keys(cell, workload, config["recovery"]["sampled_keys"])
 
     def start_server(conf_name: str, log_name: str) -> RedisServer:
-        block = slimio.conf_block(config["slimio"], device_file, derived) if is_slimio else ""
+        block = slimio.conf_block(slimio_settings, device_file, derived) if is_slimio else ""
         render_conf(partial / conf_name, port=port, data_dir=data_dir,
                     log_file=partial / log_name, appendfsync=derived["appendfsync"],
                     auto_aof_rewrite_percentage=derived["auto_aof_rewrite_percentage"],
@@ -119,7 +120,7 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             device_file = fs.slimio_device
             if is_slimio:
                 prov["storage"]["slimio"] = slimio.prepare(
-                    admin, device_file, config["slimio"], derived, commands, partial)
+                    admin, device_file, slimio_settings, derived, commands, partial)
             port = free_port()
             if cell.testbed == "vm":
                 monitor = guest.DeviceMonitor(config["testbeds"]["vm"], partial)
@@ -141,6 +142,10 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
                 t0 = time.time()
                 server.bgsave(config["server"]["snapshot_timeout_s"])
                 events["on_demand_snapshot"] = {"start_unix_s": t0, "end_unix_s": time.time()}
+                # Its size: the RDB file, or the On-Demand slot SlimIO just promoted.
+                events["on_demand_snapshot"]["bytes"] = (
+                    int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
+                    if is_slimio else (data_dir / "dump.rdb").stat().st_size)
             sampler.stop()
             cli = server.client()
             _write_json(partial / paths.RAW_INFO_END, cli.info("everything"))
@@ -162,7 +167,13 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             device["block_device"] = fs.block_device
             device["data_dir_bytes"] = _dir_bytes(data_dir)
             if is_slimio:
-                device["slimio_device_bytes"] = slimio.device_bytes(device_file)
+                device["slimio_device_bytes"] = prov["storage"]["slimio"]["device_bytes"]
+            if cell.testbed == "vm" and config["testbeds"]["vm"]["roofline"]["enabled"]:
+                # Last: it overwrites the namespace, whose trace and statistics are closed.
+                fs.release()
+                prov["roofline"] = guest.roofline(config["testbeds"]["vm"], partial,
+                                                  slimio_settings if is_slimio else {},
+                                                  commands)
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
             if sampler is not None:
@@ -203,7 +214,8 @@ def storage(cell: cells.Cell, config: dict, partial: Path, derived: dict):
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     try:
-        yield guest.GuestStorage(config["testbeds"]["vm"], cell.system, scratch)
+        backend = cells.slimio_backend(config, "vm") if cells.is_slimio(cell.system) else None
+        yield guest.GuestStorage(config["testbeds"]["vm"], cell.system, scratch, backend)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -217,7 +229,8 @@ def recover(fs, data_dir: Path, config: dict, before: dict, keys: list[str],
     read_before = fs.read_bytes()
     server = start_server("redis-recovery.conf", paths.RAW_RECOVERY_LOG)
     wall = server.ready_at - server.started_at
-    read_bytes = fs.read_bytes() - read_before
+    read_after = fs.read_bytes()
+    read_bytes = None if read_before is None else read_after - read_before
     cli = server.client()
     after = fingerprint(cli, keys)
     _write_json(partial / paths.RAW_INFO_RECOVERY, cli.info("everything"))

@@ -12,6 +12,34 @@ from . import paths
 POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always"}
 POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log"}
 MIB = 1024 * 1024
+# Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
+SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
+
+
+def is_slimio(system: str) -> bool:
+    return system in SLIMIO_SYSTEMS
+
+
+def build_system(system: str) -> str:
+    """The Redis build a system runs: slimio-nofdp runs the slimio build."""
+    return "slimio" if is_slimio(system) else system
+
+
+def slimio_backend(config: dict, testbed: str) -> str:
+    """slimio.backend with auto resolved: nvme in the vm testbed, file on bare."""
+    backend = config["slimio"]["backend"]
+    if backend == "auto":
+        return "nvme" if testbed == "vm" else "file"
+    return backend
+
+
+def slimio_settings(config: dict, system: str, testbed: str) -> dict:
+    """The ``slimio`` section as a cell of ``system`` on ``testbed`` uses it: the backend
+    resolved, and no placement for slimio-nofdp."""
+    settings = dict(config["slimio"], backend=slimio_backend(config, testbed))
+    if system == "slimio-nofdp":
+        settings["placement_ids"] = {kind: -1 for kind in settings["placement_ids"]}
+    return settings
 
 # Bytes a SET of a K-byte key and V-byte value adds to the AOF: RESP framing
 # "*3\r\n$3\r\nSET\r\n$K\r\nKEY\r\n$V\r\nVALUE\r\n" = 23 fixed bytes + digits of K and V.
@@ -158,6 +186,6 @@ def image_size_bytes(config: dict, system: str = "baseline") -> int:
         return explicit * MIB
     need = 2 * aof_rewrite_min_size_bytes(config) + 3 * expected_dataset_bytes(config)
     size = max(256 * MIB, int(need * 1.5))
-    if system == "slimio":
+    if is_slimio(system):
         size += slimio_device_bytes(config)
     return size

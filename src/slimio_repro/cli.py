@@ -43,7 +43,7 @@ def cmd_run_cell(args) -> int:
     config = _config(args)
     c = cells.Cell.from_id(args.cell)
     p = paths.Paths.from_config(config)
-    bin_dir = p.redis_build(c.system, config["redis"]["version"]) / "bin"
+    bin_dir = p.redis_build(cells.build_system(c.system), config["redis"]["version"]) / "bin"
     if not (bin_dir / "redis-server").exists():
         raise SystemExit(f"{bin_dir} has no redis-server: build it first "
                          f"(snakemake --cores all build_redis)")

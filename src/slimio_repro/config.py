@@ -146,8 +146,19 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError(
             f"workloads.redis-benchmark.keyspace: {bench['keyspace']} keys do not fit in "
             f"key_size_bytes={width} decimal digits; raise key_size_bytes or lower keyspace")
+    matrix = config["matrix"]
+    if "bare" in matrix["testbeds"] and "slimio-nofdp" in matrix["systems"]:
+        raise ConfigError(
+            "matrix.systems: slimio-nofdp differs from slimio only by FDP placement, which "
+            "needs the vm testbed's NVMe device; matrix.testbeds has bare: remove "
+            "slimio-nofdp from matrix.systems, or bare from matrix.testbeds")
+    if "bare" in matrix["testbeds"] and config["slimio"]["backend"] == "nvme" \
+            and any(cells.is_slimio(s) for s in matrix["systems"]):
+        raise ConfigError(
+            "slimio.backend: nvme needs the vm testbed's NVMe device, and matrix.testbeds has "
+            "bare: set slimio.backend to auto (nvme in the vm, file on bare) or file")
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
-    if image_mb and "slimio" in config["matrix"]["systems"]:
+    if image_mb and any(cells.is_slimio(s) for s in matrix["systems"]):
         device = cells.slimio_device_bytes(config)
         # ext4's own metadata (inode tables, journal) takes a few percent of the image.
         need_mb = -(-(device + device // 16 + 256 * cells.MIB) // cells.MIB)

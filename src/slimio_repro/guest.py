@@ -7,8 +7,14 @@ emulated NVMe SSD that ``playbooks/provision-guest.yml`` prepared for the cell's
 
 * baseline: F2FS on ``/dev/nvme0n1``, mounted at the provisioned mount point, I/O scheduler
   ``none`` (as in the paper);
-* slimio: the raw namespace (nothing mounted); Redis's own small files live on the guest's
-  root disk.
+* slimio, slimio-nofdp: the raw namespace (nothing mounted), written by SlimIO's nvme
+  backend through the namespace's generic char device (``/dev/ng0n1``, passthru), or by its
+  file backend through the block device; Redis's own small files live on the guest's root
+  disk.
+
+Device bytes: passthru commands bypass the block layer's I/O accounting (6.12), so with FDP
+the cell's device write counter is the FDP statistics' host bytes written, for every system
+alike (the trace showed them equal to the block layer's count for F2FS).
 
 Around the cell, :class:`DeviceMonitor` reads the FDP statistics log page (``nvme fdp
 stats``, JSON) before and after and records every NVMe command the guest kernel submits to
@@ -27,7 +33,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import fsimage
+from . import fdp, fsimage
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
@@ -76,11 +82,20 @@ def _findmnt(target: Path) -> dict | None:
 class GuestStorage:
     """The namespace as provisioned for the cell's system (see the module docstring)."""
 
-    def __init__(self, settings: dict, system: str, scratch: Path):
+    def __init__(self, settings: dict, system: str, scratch: Path,
+                 slimio_backend: str | None = None):
+        self.settings = settings
         self.namespace = settings["namespace"]
         self.block_device = self.namespace
-        # SlimIO's device is the raw namespace itself.
-        self.slimio_device = Path(self.namespace)
+        # SlimIO's device is the raw namespace: its char device for passthru (nvme backend),
+        # its block device for the file backend.
+        self.passthru = slimio_backend == "nvme"
+        self.slimio_device = Path(settings["passthru_device"] if self.passthru
+                                  else self.namespace)
+        if self.passthru and not self.slimio_device.is_char_device():
+            raise GuestError(f"{self.slimio_device} (testbeds.vm.passthru_device) is not a "
+                             f"char device in the guest: is it {self.namespace}'s generic "
+                             "device? (ls -l /dev/ng*)")
         self.system = system
         self.fstype = settings["filesystem"]
         if system == "baseline":
@@ -103,10 +118,25 @@ class GuestStorage:
             self.data_parent = scratch
 
     def write_bytes(self) -> int:
+        """Bytes written to the namespace so far: FDP host bytes written when the device has
+        FDP (counts passthru too), else the block layer's count."""
+        if self.settings["fdp"]:
+            stats = _run(["nvme", "fdp", "stats", self.settings["controller"], "-e",
+                          str(self.settings["endurance_group"]), "-o", "json"])
+            return fdp.parse_stats(stats)["host_bytes_written"]
         return fsimage.block_stat(self.block_device)[1]
 
-    def read_bytes(self) -> int:
+    def read_bytes(self) -> int | None:
+        """Bytes read from the namespace so far; None with passthru, which the block layer
+        does not count (SlimIO reports its own reads: INFO slimio_recovery_device_bytes)."""
+        if self.passthru:
+            return None
         return fsimage.block_stat(self.block_device)[0]
+
+    def release(self) -> None:
+        """Unmount the file system, if any: the cell is done with the namespace."""
+        if self.mountpoint is not None and _findmnt(self.mountpoint) is not None:
+            _run(["umount", str(self.mountpoint)])
 
     def remount(self) -> None:
         """Unmount and mount again, so that the next reads come from the device."""
@@ -122,6 +152,7 @@ class GuestStorage:
         name = Path(self.namespace).name
         queue = Path(f"/sys/block/{name}/queue")
         out = {"testbed": "vm", "namespace": self.namespace, "system": self.system,
+               "slimio_device": str(self.slimio_device) if self.mountpoint is None else None,
                "namespace_bytes": int(Path(f"/sys/block/{name}/size").read_text()) * 512,
                "logical_block_size_bytes": int((queue / "logical_block_size").read_text()),
                "scheduler": (queue / "scheduler").read_text().strip(),
@@ -230,6 +261,39 @@ class DeviceMonitor:
         self._trace_file.unlink()
 
 
+def max_command_bytes(namespace: str) -> int:
+    """The largest passthru command SlimIO issues on ``namespace`` (slimio_nvme.c): 1 MiB,
+    the queue's max_hw_sectors_kb and max_segments pages at most, as a power of two."""
+    queue = Path("/sys/block") / Path(namespace).name / "queue"
+    limit = min(1 << 20, int((queue / "max_hw_sectors_kb").read_text()) * 1024,
+                int((queue / "max_segments").read_text()) * 4096)
+    return 1 << (limit.bit_length() - 1)
+
+
+def roofline(settings: dict, raw_dir: Path, slimio_settings: dict, commands: list) -> dict:
+    """Measure the device roofline (config testbeds.vm.roofline) into ``raw_dir``.
+
+    The cell's On-Demand placement id when its system uses one (SlimIO with FDP), else no
+    placement. OVERWRITES the start of the namespace: run it when the cell is done with it.
+    """
+    from . import paths, roofline as rl
+
+    job = settings["roofline"]
+    pid = slimio_settings["placement_ids"]["on_demand"] if "placement_ids" in slimio_settings \
+        else -1
+    status = raw_dir / RAW_FDP_STATUS
+    order = [d["placement_id"] for d in fdp.parse_status_descriptors(status.read_text())] \
+        if settings["fdp"] and status.exists() else []
+    summary = rl.run(paths.GUEST_FIO, settings["passthru_device"], raw_dir,
+                     size_bytes=job["size_mb"] << 20,
+                     block_size_bytes=max_command_bytes(settings["namespace"]),
+                     iodepth=job["iodepth"], placement_id=pid if pid >= 0 else None,
+                     placement_ids=order)
+    record = json.loads((raw_dir / paths.RAW_ROOFLINE).read_text())
+    commands.append({"what": "roofline", "argv": record["command"]})
+    return summary
+
+
 def inside_guest(settings: dict) -> bool:
     """True inside a guest booted from the pipeline's box that has the cell's namespace.
 
@@ -259,7 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     config = json.loads(Path(args.config_json).read_text())
     c = cells.Cell.from_id(args.cell)
     p = paths.Paths.from_config(config)
-    bin_dir = p.redis_build(c.system, config["redis"]["version"]) / "bin"
+    bin_dir = p.redis_build(cells.build_system(c.system), config["redis"]["version"]) / "bin"
     try:
         print(cell.run(c, config, p.cell_raw(c), bin_dir))
     except (cell.CellError, GuestError) as exc:

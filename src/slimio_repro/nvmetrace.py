@@ -293,6 +293,71 @@ def summarize(path: str | Path, lba_size_bytes: int, disk: str | None = None) ->
     }
 
 
+def slimio_regions(layout: dict, placement_ids: dict) -> list[dict]:
+    """The LBA regions of a SlimIO layout and the placement keys their writes may carry.
+
+    ``layout`` is ``slimio-admin inspect --json`` output; ``placement_ids`` maps ``wal``,
+    ``wal_snapshot``, ``on_demand`` to a placement id or -1 (none). Metadata records are
+    written with no placement; the WAL region with the WAL's; a snapshot slot with the
+    placement of whichever snapshot kind was written into it (slots change roles).
+    """
+    def key(pid: int) -> str:
+        return NO_PLACEMENT_KEY if pid is None or pid < 0 else str(pid)
+
+    wal, slots = layout["wal"], layout["slots"]
+    slot_start = min(s["start_lba"] for s in slots)
+    slot_end = max(s["start_lba"] + s["lbas"] for s in slots)
+    return [
+        {"region": "metadata", "start_lba": 0, "end_lba": wal["start_lba"],
+         "allowed": [NO_PLACEMENT_KEY]},
+        {"region": "wal", "start_lba": wal["start_lba"],
+         "end_lba": wal["start_lba"] + wal["lbas"], "allowed": [key(placement_ids["wal"])]},
+        {"region": "snapshots", "start_lba": slot_start, "end_lba": slot_end,
+         "allowed": sorted({key(placement_ids["wal_snapshot"]),
+                            key(placement_ids["on_demand"])})},
+    ]
+
+
+def check_placement(path: str | Path, regions: list[dict], lba_size_bytes: int,
+                    disk: str | None = None) -> dict:
+    """Whether every write in the trace carried the placement its LBA region expects.
+
+    ``regions`` as :func:`slimio_regions` returns them. A write is attributed to the region
+    its first LBA falls in; one that crosses a region's end, or lies in no region, counts as
+    a mismatch (``outside``). Returns per region the write bytes per placement key, the
+    number of mismatched writes with up to 5 examples, and ``ok``.
+    """
+    per_region = {r["region"]: Counter() for r in regions}
+    mismatched, examples = 0, []
+    for cmd in iter_commands(path):
+        if cmd.opcode != "nvme_cmd_write" or (disk is not None
+                                              and not disk_matches(cmd.disk, disk)):
+            continue
+        pid = cmd.placement_id
+        k = NO_PLACEMENT_KEY if pid is None else str(pid)
+        end = cmd.slba + cmd.blocks
+        region = next((r for r in regions if r["start_lba"] <= cmd.slba < r["end_lba"]), None)
+        if region is None or end > region["end_lba"]:
+            name = "outside"
+            ok = False
+        else:
+            name = region["region"]
+            ok = k in region["allowed"]
+        per_region.setdefault(name, Counter())[k] += cmd.blocks * lba_size_bytes
+        if not ok:
+            mismatched += 1
+            if len(examples) < 5:
+                examples.append({"slba": cmd.slba, "blocks": cmd.blocks, "placement": k,
+                                 "region": name, "timestamp_s": cmd.timestamp_s})
+    return {
+        "regions": regions,
+        "write_bytes_per_region": {name: dict(sorted(c.items())) for name, c in per_region.items()},
+        "mismatched_writes": mismatched,
+        "mismatch_examples": examples,
+        "ok": mismatched == 0,
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m slimio_repro.nvmetrace",
                                      description=__doc__.splitlines()[0])

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import benchmark, fdp, guest, nvmetrace, paths, redislog
+from . import benchmark, cells, fdp, guest, nvmetrace, paths, redislog
 
 GB = 1e9
 MB = 1e6
@@ -104,11 +104,15 @@ def slimio_recovery(raw: Path) -> dict:
             "slimio_recovery_mb_s": float(info["slimio_recovery_mbps"])}
 
 
-def device_records(raw: Path, lba_size_bytes: int) -> dict:
-    """vm testbed: the FDP statistics delta and the NVMe command trace's summary.
+def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None = None) -> dict:
+    """vm testbed: the FDP statistics delta, the NVMe command trace's summary, the placement
+    check of a SlimIO cell's trace, and the device roofline.
 
     WAF = media / host bytes written over the cell (FDP statistics log page). QEMU's NVMe
     emulation has no garbage collection, so there it is ~1.0 by construction; FEMU's is not.
+    ``slimio_storage`` is the cell's provenance ``storage.slimio`` (placement ids); with it,
+    every traced write is checked against the placement its LBA region expects
+    (:func:`nvmetrace.check_placement`): ``nvme_trace_placement_ok``.
     """
     out: dict = {}
     before, after = raw / guest.RAW_FDP_STATS_BEFORE, raw / guest.RAW_FDP_STATS_AFTER
@@ -136,6 +140,25 @@ def device_records(raw: Path, lba_size_bytes: int) -> dict:
             **{f"nvme_trace_write_bytes_pid_{pid}": v["write_bytes"]
                for pid, v in sorted(by_pid.items())},
         })
+        layout = raw / paths.RAW_SLIMIO_INSPECT_AFTER
+        if slimio_storage and "placement_ids" in slimio_storage and layout.exists():
+            check = nvmetrace.check_placement(
+                trace, nvmetrace.slimio_regions(_json(raw, paths.RAW_SLIMIO_INSPECT_AFTER),
+                                                slimio_storage["placement_ids"]),
+                lba_size_bytes)
+            out["nvme_trace_placement_ok"] = check["ok"]
+            out["nvme_trace_placement_mismatched_writes"] = check["mismatched_writes"]
+            for region, per_pid in check["write_bytes_per_region"].items():
+                out[f"nvme_trace_{region}_write_bytes"] = sum(per_pid.values())
+                out[f"nvme_trace_{region}_placement_ids"] = ";".join(sorted(per_pid))
+    if (raw / paths.RAW_ROOFLINE).exists():
+        roof = _json(raw, paths.RAW_ROOFLINE)
+        out.update({"roofline_seq_write_mb_s": roof["seq_write_mb_s"],
+                    "roofline_seq_write_bytes": roof["seq_write_bytes"],
+                    "roofline_block_size_bytes": roof["block_size_bytes"],
+                    "roofline_iodepth": roof["iodepth"],
+                    "roofline_placement_id": roof["placement_id"],
+                    "roofline_fio_version": roof["fio_version"]})
     return out
 
 
@@ -157,9 +180,14 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     wal = [s for s in snaps if s["kind"] == "wal_snapshot" and s["ok"]]
     od = [s for s in snaps if s["kind"] == "on_demand_snapshot" and s["ok"]]
     ok_durations = [s["duration_s"] for s in wal + od]
+    od_bytes = events.get("on_demand_snapshot", {}).get("bytes")
+    slim_storage = prov["storage"].get("slimio")
     record = {
         "cell_id": prov["cell_id"], **prov["cell"], "profile": prov["profile"],
         "filesystem": prov["storage"].get("filesystem"),
+        # SlimIO systems: the backend (nvme = passthru, file = io_uring + O_DIRECT) and device.
+        "slimio_backend": slim_storage["backend"] if slim_storage else None,
+        "slimio_device": slim_storage["device_file"] if slim_storage else None,
         "redis_version": prov["redis_build"]["redis_version"],
         "clients": workload_cfg["clients"], "requests": workload_cfg["requests"],
         "keyspace": workload_cfg["keyspace"], "key_size_bytes": workload_cfg["key_size_bytes"],
@@ -172,6 +200,9 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "wal_snapshot_time_s": (sum(s["duration_s"] for s in wal) / len(wal)) if wal else None,
         "on_demand_snapshot_count": len(od),
         "on_demand_snapshot_time_s": od[-1]["duration_s"] if od else None,
+        "on_demand_snapshot_bytes": od_bytes,
+        "on_demand_snapshot_mb_s": (od_bytes / MB / od[-1]["duration_s"]
+                                    if od and od_bytes and od[-1]["duration_s"] else None),
         "snapshot_time_s": sum(ok_durations) / len(ok_durations) if ok_durations else None,
         "failed_snapshot_count": sum(not s["ok"] for s in snaps),
         "set_p999_ms": bench["p999_ms"], "set_p99_ms": bench["p99_ms"],
@@ -191,14 +222,15 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         peak = record[f"mem_{phase}_peak_bytes"]
         record[f"mem_{phase}_peak_gb"] = peak / GB if peak is not None else None
     if prov["cell"]["testbed"] == "vm":
-        record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"]))
+        record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"],
+                                     slim_storage))
     if (raw / paths.RAW_RECOVERY).exists():
         rec = _json(raw, paths.RAW_RECOVERY)
         load = rec["load_time_s"]
         # What the server loaded: the AOF's files (base + increments) for the baseline, what
         # SlimIO read from its device (the snapshot slot + the WAL) for slimio.
         loaded = rec["aof_bytes"]
-        if prov["cell"]["system"] == "slimio":
+        if cells.is_slimio(prov["cell"]["system"]):
             slim = slimio_recovery(raw)
             record.update(slim)
             loaded = slim["slimio_recovery_bytes"]

@@ -32,6 +32,10 @@ BOX_DIR = TESTBED_DIR / "box"
 BOX_SCRIPT = BOX_DIR / "build_box.sh"
 BOX_PACKAGES = BOX_DIR / "packages.txt"
 BOX_GUEST_REQUIREMENTS = BOX_DIR / "requirements-guest.txt"
+# fio for the device roofline: pinned (testbed/box/fio.yaml), built on the host, baked into the
+# box at GUEST_FIO.
+FIO_PIN = BOX_DIR / "fio.yaml"
+GUEST_FIO = "/opt/slimio-repro/fio/bin/fio"
 PROVISION_GUEST_PLAYBOOK = REPO_ROOT / "playbooks" / "provision-guest.yml"
 ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
 # Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
@@ -40,6 +44,8 @@ ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"
 REDIS_BUILD_PATTERN = "redis-{system}/{version}"
+FIO_BUILD_PATTERN = "fio/{version}"
+FIO_PATTERN = f"{FIO_BUILD_PATTERN}/bin/fio"
 CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
 CELL_RAW_PATTERN = f"raw/{CELL_ID_PATTERN}"
 CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
@@ -63,7 +69,11 @@ RAW_INFO_RECOVERY = "info-after-recovery.json"
 RAW_DEVICE_STATS = "device-stats.json"
 RAW_RECOVERY = "recovery.json"
 RAW_COMPLETE = "CELL_COMPLETE"
+# The device roofline (vm testbed): fio's own JSON output and the summary of roofline.run.
+RAW_FIO_ROOFLINE = "fio-roofline.json"
+RAW_ROOFLINE = "roofline.json"
 # System slimio only: the admin tool's output and the server's INFO slimio section (raw).
+RAW_SLIMIO_DEVICE = "slimio-device.json"
 RAW_SLIMIO_FORMAT_OUT = "slimio-format.stdout.txt"
 RAW_SLIMIO_FORMAT_ERR = "slimio-format.stderr.txt"
 RAW_SLIMIO_INSPECT_BEFORE = "slimio-inspect-before.json"

@@ -11,18 +11,19 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .aggregate import SYSTEM_LABEL  # noqa: E402
+from .aggregate import RUNTIME_RPS_FIGURES, SYSTEM_LABEL  # noqa: E402
 from .cells import POLICY_LABEL  # noqa: E402
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
 SHADE = {"wal_snapshot": ("tab:orange", "WAL-Snapshot"),
          "on_demand_snapshot": ("tab:purple", "On-Demand-Snapshot")}
+RPS_LABEL = "RPS (client, per 250 ms interval)"
 
 
-def draw_cell(ax, record: dict, series: pd.DataFrame) -> None:
+def draw_cell(ax, record: dict, series: pd.DataFrame, legend: bool = True) -> None:
+    """The client's RPS over time, each snapshot of the cell shaded from its start to its end."""
     s = series.dropna(subset=["client_rps"])
-    ax.plot(s.t_s, s.client_rps, color="tab:blue", drawstyle="steps-pre",
-            label="RPS (client, per 250 ms interval)")
+    ax.plot(s.t_s, s.client_rps, color="tab:blue", drawstyle="steps-pre", label=RPS_LABEL)
     seen = set()
     for snap in record["snapshots"]:
         color, label = SHADE[snap["kind"]]
@@ -32,7 +33,15 @@ def draw_cell(ax, record: dict, series: pd.DataFrame) -> None:
     ax.set_xlabel("time since workload start (s)")
     ax.set_ylabel("requests per second")
     ax.set_ylim(bottom=0)
-    ax.legend(loc="lower left", fontsize=7)
+    if legend:
+        ax.legend(loc="lower left", fontsize=7)
+
+
+def _save(fig, outputs: list[Path]) -> None:
+    for out in outputs:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(out)
+    plt.close(fig)
 
 
 def cell_figure(record_path: Path, series_path: Path, outputs: list[Path]) -> None:
@@ -43,24 +52,41 @@ def cell_figure(record_path: Path, series_path: Path, outputs: list[Path]) -> No
         draw_cell(ax, record, series)
         ax.set_title(f"{record['cell_id']}: {SYSTEM_LABEL.get(record['system'])}, "
                      f"{POLICY_LABEL[record['policy']]}", fontsize=9)
-        for out in outputs:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(out)
-        plt.close(fig)
+        _save(fig, outputs)
 
 
 def comparison_figure(pairs: list[tuple[Path, Path]], outputs: list[Path], title: str) -> None:
-    """One panel per cell (e.g. Figure 5: baseline vs SlimIO, Periodical-Log), shared axes."""
+    """One panel per cell, stacked, sharing both axes, with one legend for all panels.
+
+    Panels rather than one overlaid plot: each cell has its own snapshot periods, and shading
+    two sets of them on one axes would hide which drop belongs to which system.
+    """
     with plt.style.context(STYLE):
         fig, axes = plt.subplots(len(pairs), 1, sharex=True, sharey=True, squeeze=False,
-                                 figsize=(7.0, 0.4 + 2.4 * len(pairs)), layout="constrained")
+                                 figsize=(7.0, 0.6 + 2.2 * len(pairs)), layout="constrained")
+        legend = {}
         for ax, (record_path, series_path) in zip(axes[:, 0], pairs):
             record = json.loads(Path(record_path).read_text())
-            draw_cell(ax, record, pd.read_csv(series_path))
-            ax.set_title(f"{SYSTEM_LABEL.get(record['system'], record['system'])} "
-                         f"({record['cell_id']})", fontsize=8)
+            draw_cell(ax, record, pd.read_csv(series_path), legend=False)
+            ax.set_title(f"{SYSTEM_LABEL.get(record['system'], record['system'])}, "
+                         f"{record['testbed']} ({record['cell_id']})", fontsize=8, loc="left")
+            for handle, label in zip(*ax.get_legend_handles_labels()):
+                legend.setdefault(label, handle)
+        for ax in axes[:-1, 0]:
+            ax.set_xlabel("")
         fig.suptitle(title, fontsize=9)
-        for out in outputs:
-            Path(out).parent.mkdir(parents=True, exist_ok=True)
-            fig.savefig(out)
-        plt.close(fig)
+        fig.legend(legend.values(), legend.keys(), loc="outside lower center",
+                   ncol=len(legend), fontsize=7)
+        _save(fig, outputs)
+
+
+def runtime_rps_figure(name: str, pairs: list[tuple[Path, Path]], outputs: list[Path]) -> None:
+    """Figure ``name`` of RUNTIME_RPS_FIGURES from its cells' (record, time series) pairs."""
+    title, systems = RUNTIME_RPS_FIGURES[name]
+    drawn = [json.loads(Path(r).read_text())["system"] for r, _ in pairs]
+    missing = [s for s in systems if s not in drawn]
+    if missing:
+        raise ValueError(f"{name} compares {', '.join(systems)} but has no cell of "
+                         f"{', '.join(missing)}: add them to matrix.systems")
+    comparison_figure(pairs, outputs, f"{title}: runtime RPS, redis-benchmark, "
+                      f"{POLICY_LABEL['periodical']} (first repetition)")

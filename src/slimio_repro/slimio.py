@@ -1,10 +1,13 @@
-"""System slimio on the bare testbed: its device file, the admin tool, its redis.conf block.
+"""Systems slimio and slimio-nofdp: their device, the admin tool, their redis.conf block.
 
-The SlimIO device of a cell is a file (``slimio.dev``) in the cell's own fresh file-system
-image: the `file` backend writes it with io_uring and O_DIRECT, so the WAL and snapshots
-reach the same loop device and backing storage as the baseline's files do. The pipeline
-formats it with ``slimio-admin format`` before the server starts, and the server runs with
-``slimio-format never``: it must find exactly that layout.
+On the bare testbed the SlimIO device of a cell is a file (``slimio.dev``) in the cell's own
+fresh file-system image: the `file` backend writes it with io_uring and O_DIRECT, so the WAL
+and snapshots reach the same loop device and backing storage as the baseline's files do. In
+the vm testbed it is the raw namespace: its generic char device (``/dev/ng0n1``) for the
+`nvme` backend (passthru, FDP placement per data kind), its block device for `file`.
+The pipeline formats it with ``slimio-admin format`` (which records the placement ids)
+before the server starts, and the server runs with ``slimio-format never``: it must find
+exactly that layout.
 """
 
 from __future__ import annotations
@@ -90,11 +93,18 @@ def create_device(path: Path, size_bytes: int) -> None:
         buf.close()
 
 
-def format_command(admin: Path, device: Path, layout: dict) -> list[str]:
+def format_command(admin: Path, device: Path, layout: dict, placement_ids: dict) -> list[str]:
     return [str(admin), "format", "--device", str(device),
             "--wal-mib", str(layout["slimio_wal_size_bytes"] // MIB),
             "--slot-mib", str(layout["slimio_slot_size_bytes"] // MIB),
-            "--lba-size", str(layout["slimio_lba_size_bytes"])]
+            "--lba-size", str(layout["slimio_lba_size_bytes"]),
+            "--placement-wal", str(placement_ids["wal"]),
+            "--placement-wal-snapshot", str(placement_ids["wal_snapshot"]),
+            "--placement-on-demand", str(placement_ids["on_demand"])]
+
+
+def device_command(admin: Path, device: Path, lba_size: int) -> list[str]:
+    return [str(admin), "device", "--device", str(device), "--lba-size", str(lba_size)]
 
 
 def inspect_command(admin: Path, device: Path, lba_size: int) -> list[str]:
@@ -135,29 +145,35 @@ def device_bytes(path: Path) -> int:
 
 def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: list,
             raw_dir: Path) -> dict:
-    """Create (a file) or check (a block device) and format a cell's SlimIO device.
+    """Create (a file) or check (a block or NVMe char device) and format a cell's SlimIO
+    device, recording the placement ids ``settings`` gives.
 
-    A block device is the raw namespace the guest was provisioned with for the cell; it
-    must be large enough, and slimio-admin refuses it if it carries any signature.
+    A device is the raw namespace the guest was provisioned with for the cell; it must be
+    large enough, and slimio-admin refuses it if it carries any signature, or placement ids
+    the device does not have.
     Keeps the tool's output in ``raw_dir``, appends the commands to ``commands`` and returns
     the device's description for provenance.
     """
-    if device.is_block_device():
-        have = device_bytes(device)
-        if have < layout["slimio_device_bytes"]:
-            raise SlimioError(f"{device} has {have >> 20} MiB; the cell's layout needs "
-                              f"{layout['slimio_device_bytes'] >> 20} MiB: enlarge the device "
-                              "profile's capacity or lower slimio.wal_size_mb/slot_size_mb")
-    else:
+    lba = layout["slimio_lba_size_bytes"]
+    if not (device.is_block_device() or device.is_char_device()):
         create_device(device, layout["slimio_device_bytes"])
-    cmd = format_command(admin, device, layout)
+    # What SlimIO finds on the device (for NVMe: nsid, write cache, FDP, placement ids).
+    cmd = device_command(admin, device, lba)
+    commands.append({"what": "slimio-device", "argv": cmd})
+    found = json.loads(run_admin(cmd, raw_dir / paths.RAW_SLIMIO_DEVICE))
+    have = found["lbas"] * found["lba_size"]
+    if have < layout["slimio_device_bytes"]:
+        raise SlimioError(f"{device} has {have >> 20} MiB; the cell's layout needs "
+                          f"{layout['slimio_device_bytes'] >> 20} MiB: enlarge the device "
+                          "profile's capacity or lower slimio.wal_size_mb/slot_size_mb")
+    cmd = format_command(admin, device, layout, settings["placement_ids"])
     commands.append({"what": "slimio-format", "argv": cmd})
     run_admin(cmd, raw_dir / paths.RAW_SLIMIO_FORMAT_OUT, raw_dir / paths.RAW_SLIMIO_FORMAT_ERR)
-    lba = layout["slimio_lba_size_bytes"]
     commands.append({"what": "slimio-inspect", "argv": inspect_command(admin, device, lba)})
     formatted = inspect(admin, device, lba, raw_dir / paths.RAW_SLIMIO_INSPECT_BEFORE)
     return {"backend": settings["backend"], "device_file": str(device),
-            "device_bytes": device_bytes(device), "lba_size_bytes": lba,
+            "device_bytes": have, "lba_size_bytes": lba, "device": found,
+            "placement_ids": settings["placement_ids"],
             "format_id": formatted.get("format_id"),
             "wal_size_bytes": layout["slimio_wal_size_bytes"],
             "slot_size_bytes": layout["slimio_slot_size_bytes"]}

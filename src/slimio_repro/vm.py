@@ -238,10 +238,10 @@ class Vm:
         return time.monotonic() - t0
 
 
-def _repo_tar() -> bytes:
+def _repo_tar(files: list[str] = GUEST_REPO_FILES) -> bytes:
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar:
-        for rel in GUEST_REPO_FILES:
+        for rel in files:
             tar.add(paths.REPO_ROOT / rel, arcname=rel,
                     filter=lambda t: None if "__pycache__" in t.name else t)
     return buf.getvalue()

@@ -1,10 +1,13 @@
 #!/bin/bash
 # Build the guest box offline from Debian packages: a Vagrant box for the libvirt provider.
 #
-#   build_box.sh OUT.box ARCHIVE_URI SIGNED_BY PACKAGES.txt PYLIB_DIR DISK_SIZE_MB BUILD_DIR...
+#   build_box.sh OUT.box ARCHIVE_URI SIGNED_BY PACKAGES.txt PYLIB_DIR DISK_SIZE_MB \
+#                FIO_DIR GUEST_FIO BUILD_DIR...
 #
 # ARCHIVE_URI is the Debian archive this machine's apt uses (derived, never written in the
 # repository). PYLIB_DIR holds pure-Python packages for the guest (/opt/slimio-repro/python).
+# FIO_DIR is rule build_fio's output (bin/fio + build.json): fio goes to the guest path
+# GUEST_FIO (paths.GUEST_FIO), its build.json next to its bin/.
 # Each BUILD_DIR (a built Redis: bin/ + build.json) is baked in under /opt/slimio-repro/build
 # with the same relative path. The box gets its own SSH key pair, written next to OUT.box as
 # OUT.box.key; the Vagrantfile logs in with it (no insecure shared key).
@@ -14,8 +17,8 @@
 # partition; qemu-img convert to qcow2; tar with metadata.json. Needs root.
 set -euo pipefail
 
-out=$1 uri=$2 signed_by=$3 packages=$4 pylib=$5 disk_mb=$6
-shift 6
+out=$1 uri=$2 signed_by=$3 packages=$4 pylib=$5 disk_mb=$6 fio_dir=$7 guest_fio=$8
+shift 8
 builds=("$@")
 release=bookworm
 work="$out.work"
@@ -46,11 +49,16 @@ mmdebstrap --variant=minbase --include="$include" \
   "deb $key $uri $release-updates main" \
   "deb $key $uri $release-backports main"
 
-echo "== bake in the SSH key, Python packages and Redis builds"
+echo "== bake in the SSH key, Python packages, fio and Redis builds"
 install -d -m 0700 -o 1000 -g 1000 "$rootfs/home/vagrant/.ssh"
 install -m 0600 -o 1000 -g 1000 "$work/key.pub" "$rootfs/home/vagrant/.ssh/authorized_keys"
 mkdir -p "$rootfs/opt/slimio-repro/build"
 cp -a "$pylib" "$rootfs/opt/slimio-repro/python"
+install -D -m 0755 "$fio_dir/bin/fio" "$rootfs$guest_fio"
+install -m 0644 "$fio_dir/build.json" "$rootfs$(dirname "$(dirname "$guest_fio")")/build.json"
+# Runs fio inside the guest's root file system: fails here if packages.txt lacks a library
+# it links (build.json's needed_libraries).
+chroot "$rootfs" "$guest_fio" --version
 for b in "${builds[@]}"; do
   rel=${b#*build/}
   mkdir -p "$rootfs/opt/slimio-repro/build/$rel"

@@ -47,10 +47,27 @@ rule build_redis_slimio:
         "../scripts/build_redis.py"
 
 
+rule build_fio:
+    """fio for the guest's device roofline, from the pinned Debian .orig tarball (verified)."""
+    input:
+        pin=str(pathsmod.FIO_PIN),
+    output:
+        fio=build(pathsmod.FIO_PATTERN),
+    log:
+        build("logs/build_fio-{version}.log"),
+    wildcard_constraints:
+        version=r"\d+\.\d+(\.\d+)?",
+    threads: workflow.cores
+    script:
+        "../scripts/build_fio.py"
+
+
 rule build_redis:
     """Build the Redis binaries of every system in the matrix."""
     input:
         [
             build(f"redis-{system}/{REDIS_VERSION}/bin/redis-server")
-            for system in config["matrix"]["systems"]
+            for system in sorted(
+                {cellsmod.build_system(s) for s in config["matrix"]["systems"]}
+            )
         ],

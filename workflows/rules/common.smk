@@ -7,6 +7,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from slimio_repro import build as buildmod  # noqa: E402
 from slimio_repro import cells as cellsmod  # noqa: E402
 from slimio_repro import config as configmod  # noqa: E402
+from slimio_repro import fio as fiomod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
 
 # Fill the schema's defaults and validate: a wrong key or value stops here, named.
@@ -18,6 +19,8 @@ except configmod.ConfigError as exc:
 RESULTS = config["results_dir"].rstrip("/")
 BUILD = config["build_dir"].rstrip("/")
 REDIS_VERSION = config["redis"]["version"]
+# The guest's fio (device roofline): the one version testbed/box/fio.yaml pins.
+FIO_VERSION = fiomod.pinned_version()
 CELLS = cellsmod.expand(config)
 
 
@@ -55,7 +58,9 @@ def cell_inputs(wildcards):
 
 
 def redis_bin(wildcards):
-    build_dir = pathsmod.REDIS_BUILD_PATTERN.format(system=wildcards.system, version=REDIS_VERSION)
+    build_dir = pathsmod.REDIS_BUILD_PATTERN.format(
+        system=cellsmod.build_system(wildcards.system), version=REDIS_VERSION
+    )
     return build(f"{build_dir}/bin/redis-server")
 
 

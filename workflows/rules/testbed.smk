@@ -2,7 +2,7 @@
 
 
 rule build_guest_box:
-    """Debian 12 + backports kernel, F2FS and nvme-cli tools, with the Redis builds baked in."""
+    """Debian 12 + backports kernel, F2FS and nvme-cli tools; the Redis builds and fio baked in."""
     input:
         recipe=[str(p) for p in (pathsmod.BOX_SCRIPT, pathsmod.BOX_PACKAGES,
                                  pathsmod.BOX_GUEST_REQUIREMENTS)],
@@ -10,6 +10,7 @@ rule build_guest_box:
             build(f"redis-{system}/{REDIS_VERSION}/bin/redis-server")
             for system in BOX_SYSTEMS
         ],
+        fio=build(pathsmod.FIO_PATTERN.format(version=FIO_VERSION)),
     output:
         box=build(pathsmod.BOX_PATTERN),
     log:

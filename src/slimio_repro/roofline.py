@@ -1,0 +1,218 @@
+"""The device roofline: how fast the guest's NVMe namespace takes a plain sequential write.
+
+Runs inside the guest, as root, after a cell's workload: one fio job writes the namespace
+sequentially through NVMe passthru (``ioengine=io_uring_cmd`` on the ``/dev/ngXnY`` char
+device, the path SlimIO itself uses), optionally into one FDP placement id. Its bandwidth is
+the ceiling that the cell's own write rate is compared with. Standard library only: the
+guest has python3 and nothing else from PyPI except redis-py.
+
+FDP placement in fio (checked in fio 3.41's source, the pinned testbed/box/fio.yaml):
+``fdp=1`` tags writes with the FDP directive, and ``fdp_pli`` (alias of ``plids``) lists
+*indexes into the namespace's reclaim unit handle status list* (``nvme fdp status``, the
+I/O Management Receive RUH status descriptors, in the device's order), not placement ids.
+``init_ruh_info`` (``dataplacement.c`` line 43) rejects an index >= the number of
+descriptors (line 101: "PID index %d must be smaller than %d") and keeps
+``tmp->plis[i] = ruhs->plis[td->o.dp_ids[i]]`` (line 131), where ``engines/io_uring.c``
+``fio_ioring_cmd_fetch_ruhs`` fills ``plis[i]`` with descriptor i's ``pid`` (line 1940);
+``dp_fill_dspec_data`` (``dataplacement.c`` line 218) puts that pid in the write's DSPEC
+(cdw13 bits 31:16, ``engines/nvme.c`` line 386). So :func:`fio_command`
+takes the placement id the caller wants plus the namespace's placement ids in status-list
+order, and passes fio the id's index.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import stat
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import paths
+
+# A passthru char device: /dev/ng<controller>n<namespace>.
+NVME_CHAR_DEVICE = re.compile(r"/dev/ng\d+n\d+")
+# Generous under TCG (~10x slower than a real machine); the job itself is bounded by size.
+DEFAULT_TIMEOUT_S = 1800
+JOB_NAME = "roofline"
+
+
+class RooflineError(RuntimeError):
+    """fio could not run the roofline job."""
+
+
+def _positive(name: str, value: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+    return value
+
+
+def placement_index(placement_id: int, placement_ids: Sequence[int]) -> int:
+    """The index fio's ``fdp_pli`` needs for ``placement_id``: its position in
+    ``placement_ids``, the namespace's placement ids in RUH status order."""
+    ids = list(placement_ids)
+    if placement_id not in ids:
+        raise ValueError(f"placement id {placement_id!r} is not one the namespace offers "
+                         f"{ids} (nvme fdp status, in its order): choose one of those")
+    return ids.index(placement_id)
+
+
+def fio_command(fio_bin: str, device: str, *, size_bytes: int, block_size_bytes: int,
+                iodepth: int, placement_id: int | None, output_json: str,
+                placement_ids: Sequence[int] = ()) -> list[str]:
+    """The fio command line of the roofline job: one sequential write of ``size_bytes`` from
+    offset 0 of ``device`` in ``block_size_bytes`` blocks at queue depth ``iodepth``, through
+    NVMe passthru, with fio's JSON report written to ``output_json``.
+
+    ``device`` must be an NVMe passthru char device name (``/dev/ngXnY``). With
+    ``placement_id`` set, every write carries that FDP placement id: ``placement_ids`` must
+    then be the namespace's placement ids in RUH status order (fio wants an index into that
+    list, see the module docstring). ``size_bytes`` must be a multiple of
+    ``block_size_bytes``. Raises ValueError naming the bad value.
+    """
+    if not isinstance(device, str) or not NVME_CHAR_DEVICE.fullmatch(device):
+        raise ValueError(f"device {device!r} is not an NVMe passthru char device "
+                         f"(/dev/ngXnY, e.g. /dev/ng0n1): io_uring_cmd needs one")
+    _positive("size_bytes", size_bytes)
+    _positive("block_size_bytes", block_size_bytes)
+    _positive("iodepth", iodepth)
+    if size_bytes % block_size_bytes:
+        raise ValueError(f"size_bytes {size_bytes} is not a multiple of block_size_bytes "
+                         f"{block_size_bytes}: fio would leave the tail unwritten")
+    cmd = [fio_bin, f"--name={JOB_NAME}", f"--filename={device}", "--ioengine=io_uring_cmd",
+           "--cmd_type=nvme", "--rw=write", f"--bs={block_size_bytes}",
+           f"--iodepth={iodepth}", f"--size={size_bytes}", "--offset=0", "--numjobs=1",
+           "--group_reporting", "--output-format=json", f"--output={output_json}"]
+    if placement_id is not None:
+        if not placement_ids:
+            raise ValueError(f"placement id {placement_id!r} needs placement_ids (the "
+                             f"namespace's ids in `nvme fdp status` order): fio's fdp_pli "
+                             f"takes an index into that list, not an id")
+        cmd += ["--fdp=1", f"--fdp_pli={placement_index(placement_id, placement_ids)}"]
+    return cmd
+
+
+def _json_object(text: str) -> dict:
+    """fio's JSON report; fio may print notes on lines before it."""
+    start = text.find("\n{") + 1 if not text.lstrip().startswith("{") else 0
+    try:
+        data = json.loads(text[start:])
+    except ValueError as exc:
+        raise ValueError(f"fio output is not JSON ({exc}): run fio with "
+                         f"--output-format=json") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"fio output is a JSON {type(data).__name__}, not an object")
+    return data
+
+
+def _option_int(options: dict, key: str) -> int:
+    value = options.get(key)
+    if value is None or not re.fullmatch(r"\d+", str(value)):
+        raise ValueError(f"fio job option {key}={value!r} is not a plain integer: parse "
+                         f"reads the byte counts and depths that fio_command writes")
+    return int(value)
+
+
+def parse(fio_json_text: str, *, placement_ids: Sequence[int] = ()) -> dict:
+    """Summarise fio's JSON report of the roofline job.
+
+    Returns ``seq_write_bytes`` (jobs[0].write.io_bytes), ``seq_write_runtime_s``
+    (write.runtime, which fio reports in ms), ``seq_write_mb_s`` (fio's write.bw_bytes in
+    10^6 bytes/s), ``seq_write_iops`` (write.iops), ``fio_version``, ``block_size_bytes``
+    and ``iodepth`` (the job options), ``placement_id`` (None without FDP) and
+    ``fdp_placement_index`` (fio's fdp_pli, None without FDP). A job with FDP needs
+    ``placement_ids`` (RUH status order) to turn fio's index back into the id.
+    Raises ValueError on a report of more or fewer than one job, a job with an error, or a
+    job that wrote nothing or took no measurable time.
+    """
+    data = _json_object(fio_json_text)
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list) or len(jobs) != 1:
+        raise ValueError(f"fio report has {len(jobs) if isinstance(jobs, list) else 'no'} "
+                         f"jobs; the roofline runs exactly one (numjobs=1, group_reporting)")
+    job = jobs[0]
+    if job.get("error", 0) != 0:
+        raise ValueError(f"fio job {job.get('jobname')!r} failed with error "
+                         f"{job['error']} ({os.strerror(job['error'])}); see fio's stderr")
+    write = job.get("write") or {}
+    io_bytes, runtime_ms = int(write.get("io_bytes", 0)), int(write.get("runtime", 0))
+    if io_bytes <= 0:
+        raise ValueError(f"fio job {job.get('jobname')!r} wrote 0 bytes: not a write job, "
+                         f"or the device rejected every write")
+    if runtime_ms <= 0:
+        raise ValueError(f"fio job {job.get('jobname')!r} wrote {io_bytes} bytes in 0 ms: "
+                         f"too short to time, raise size_bytes")
+    options = job.get("job options", {})
+    index = None
+    placement_id = None
+    fdp = str(options.get("fdp", options.get("dataplacement", "0"))) in ("1", "fdp")
+    if fdp:
+        index_text = options.get("fdp_pli", options.get("plids"))
+        if index_text is None or not re.fullmatch(r"\d+", str(index_text)):
+            raise ValueError(f"fio job used FDP with fdp_pli={index_text!r}: the roofline "
+                             f"writes to exactly one placement index")
+        index = int(index_text)
+        ids = list(placement_ids)
+        if not ids:
+            raise ValueError(f"fio job wrote to FDP placement index {index}: pass "
+                             f"placement_ids (the namespace's ids in `nvme fdp status` "
+                             f"order) to name its placement id")
+        if index >= len(ids):
+            raise ValueError(f"fio's placement index {index} is outside placement_ids {ids}")
+        placement_id = ids[index]
+    return {
+        "seq_write_bytes": io_bytes,
+        "seq_write_runtime_s": runtime_ms / 1000,
+        "seq_write_mb_s": int(write["bw_bytes"]) / 1e6,
+        "seq_write_iops": float(write["iops"]),
+        "fio_version": str(data.get("fio version", "unknown")),
+        "block_size_bytes": _option_int(options, "bs"),
+        "iodepth": _option_int(options, "iodepth"),
+        "placement_id": placement_id,
+        "fdp_placement_index": index,
+    }
+
+
+def run(fio_bin: str, device: str, out_dir: str | Path, *, size_bytes: int,
+        block_size_bytes: int, iodepth: int, placement_id: int | None = None,
+        placement_ids: Sequence[int] = (), timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Run the roofline job on ``device`` and return its summary (:func:`parse`).
+
+    Writes ``<out_dir>/fio-roofline.json`` (fio's report) and ``<out_dir>/roofline.json``
+    (the summary plus ``command``, the exact command line, and ``device``). The job
+    OVERWRITES the first ``size_bytes`` of the namespace: run it where that data no longer
+    matters. Raises ValueError on bad arguments, RooflineError when fio fails or times out.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    report = out / paths.RAW_FIO_ROOFLINE
+    cmd = fio_command(fio_bin, device, size_bytes=size_bytes,
+                      block_size_bytes=block_size_bytes, iodepth=iodepth,
+                      placement_id=placement_id, output_json=str(report),
+                      placement_ids=placement_ids)
+    try:
+        mode = os.stat(device).st_mode
+    except OSError as exc:
+        raise RooflineError(f"device {device}: {exc.strerror}; is the namespace there "
+                            f"(nvme list) and is this the guest?") from None
+    if not stat.S_ISCHR(mode):
+        raise RooflineError(f"device {device} is not a character device: use the "
+                            f"namespace's passthru node /dev/ngXnY")
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        raise RooflineError(f"fio did not finish in {timeout_s} s: lower size_bytes or raise "
+                            f"timeout_s ({' '.join(cmd)})") from None
+    except OSError as exc:
+        raise RooflineError(f"cannot run {fio_bin}: {exc.strerror}; is it the box's fio "
+                            f"({paths.GUEST_FIO})?") from None
+    if proc.returncode != 0:
+        raise RooflineError(f"fio exited {proc.returncode}: "
+                            f"{(proc.stderr or proc.stdout).strip()[-500:]} "
+                            f"(command: {' '.join(cmd)})")
+    summary = parse(report.read_text(), placement_ids=placement_ids)
+    record = dict(summary, device=device, command=cmd)
+    (out / paths.RAW_ROOFLINE).write_text(json.dumps(record, indent=2) + "\n")
+    return summary

@@ -1,0 +1,180 @@
+"""The device roofline: fio's command line, and the parser on fio's real JSON report.
+
+The fixture is real output of the pipeline's fio 3.41 (rule build_fio), the roofline job's
+options with ioengine=psync on a regular file: io_uring_cmd needs an NVMe char device, which
+only the guest has.
+"""
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+
+from slimio_repro import fdp, paths, roofline
+
+VM_FIXTURES = Path(__file__).parent / "fixtures" / "vm"
+FIO_REPORT = VM_FIXTURES / "fio-roofline.json"
+JOB = dict(size_bytes=64 << 20, block_size_bytes=128 << 10, iodepth=8)
+
+
+def _status_order() -> list[int]:
+    """The fixture namespace's placement ids in RUH status order (what fio's index means)."""
+    return [d["placement_id"] for d in
+            fdp.parse_status_descriptors((VM_FIXTURES / "fdp-status.json").read_text())]
+
+
+def test_command_without_placement():
+    cmd = roofline.fio_command("/opt/fio", "/dev/ng0n1", placement_id=None,
+                               output_json="/tmp/o.json", **JOB)
+    assert cmd == ["/opt/fio", "--name=roofline", "--filename=/dev/ng0n1",
+                   "--ioengine=io_uring_cmd", "--cmd_type=nvme", "--rw=write",
+                   f"--bs={128 << 10}", "--iodepth=8", f"--size={64 << 20}", "--offset=0",
+                   "--numjobs=1", "--group_reporting", "--output-format=json",
+                   "--output=/tmp/o.json"]
+    assert not any(a.startswith("--fdp") for a in cmd)
+
+
+def test_command_with_placement_passes_fio_the_index_of_the_id():
+    # fio's fdp_pli is an index into the RUH status list: id 5 at position 1 is index 1.
+    cmd = roofline.fio_command("fio", "/dev/ng1n2", placement_id=5, placement_ids=[7, 5, 3],
+                               output_json="o.json", **JOB)
+    assert cmd[-2:] == ["--fdp=1", "--fdp_pli=1"]
+    in_order = _status_order()
+    cmd = roofline.fio_command("fio", "/dev/ng0n1", placement_id=in_order[3],
+                               placement_ids=in_order, output_json="o.json", **JOB)
+    assert cmd[-1] == "--fdp_pli=3"
+
+
+def test_placement_id_outside_the_namespace_is_refused_naming_the_valid_ones():
+    with pytest.raises(ValueError, match=r"placement id 9 .* \[0, 1, 2\]"):
+        roofline.fio_command("fio", "/dev/ng0n1", placement_id=9, placement_ids=[0, 1, 2],
+                             output_json="o.json", **JOB)
+    with pytest.raises(ValueError, match="needs placement_ids"):
+        roofline.fio_command("fio", "/dev/ng0n1", placement_id=0, output_json="o.json", **JOB)
+
+
+@pytest.mark.parametrize("device", ["/dev/nvme0n1", "/dev/ng0", "ng0n1", "/dev/ng0n1p1",
+                                    "/tmp/file", "/dev/ng0n1/../sda"])
+def test_a_device_that_is_not_a_passthru_char_device_is_refused(device):
+    with pytest.raises(ValueError, match=f"device {device!r} is not an NVMe passthru"):
+        roofline.fio_command("fio", device, placement_id=None, output_json="o.json", **JOB)
+
+
+@pytest.mark.parametrize("key,value", [("size_bytes", 0), ("block_size_bytes", -4096),
+                                       ("iodepth", 1.5), ("size_bytes", 1000)])
+def test_bad_job_sizes_are_named(key, value):
+    with pytest.raises(ValueError, match=f"{key} {value}|{key} must be"):
+        roofline.fio_command("fio", "/dev/ng0n1", placement_id=None, output_json="o.json",
+                             **dict(JOB, **{key: value}))
+
+
+def test_parse_of_real_fio_output_matches_what_fio_printed():
+    text = FIO_REPORT.read_text()
+    job = json.loads(text)["jobs"][0]
+    summary = roofline.parse(text)
+    assert summary == {
+        "seq_write_bytes": 67108864,
+        "seq_write_runtime_s": job["write"]["runtime"] / 1000,
+        "seq_write_mb_s": job["write"]["bw_bytes"] / 1e6,
+        "seq_write_iops": job["write"]["iops"],
+        "fio_version": "fio-3.41",
+        "block_size_bytes": 131072,
+        "iodepth": 1,
+        "placement_id": None,
+        "fdp_placement_index": None,
+    }
+    # fio's bandwidth is its bytes over its runtime (ms resolution).
+    assert summary["seq_write_mb_s"] == pytest.approx(
+        summary["seq_write_bytes"] / summary["seq_write_runtime_s"] / 1e6, rel=1e-6)
+    assert summary["seq_write_iops"] == pytest.approx(
+        summary["seq_write_bytes"] / 131072 / summary["seq_write_runtime_s"], rel=1e-6)
+
+
+def _report(**job_changes) -> str:
+    data = json.loads(FIO_REPORT.read_text())
+    for key, value in job_changes.items():
+        if key == "options":
+            data["jobs"][0]["job options"].update(value)
+        elif key == "write":
+            data["jobs"][0]["write"].update(value)
+        else:
+            data["jobs"][0][key] = value
+    return json.dumps(data)
+
+
+def test_parse_names_the_placement_id_of_fios_index():
+    # fio's JSON names the option by its canonical name, plids (fdp_pli is its alias).
+    text = _report(options={"fdp": "1", "plids": "2"})
+    summary = roofline.parse(text, placement_ids=[4, 6, 8])
+    assert summary["placement_id"] == 8 and summary["fdp_placement_index"] == 2
+    with pytest.raises(ValueError, match="pass placement_ids"):
+        roofline.parse(text)
+
+
+def test_parse_tolerates_notes_before_the_json():
+    assert roofline.parse("note: both iodepth >= 1 and synchronous I/O engine are selected\n"
+                          + FIO_REPORT.read_text())["seq_write_bytes"] == 67108864
+
+
+def test_a_job_with_an_error_is_refused():
+    with pytest.raises(ValueError, match=r"failed with error 5 \(Input/output error\)"):
+        roofline.parse(_report(error=5))
+
+
+def test_a_job_that_wrote_nothing_is_refused():
+    with pytest.raises(ValueError, match="wrote 0 bytes"):
+        roofline.parse(_report(write={"io_bytes": 0, "bw_bytes": 0, "iops": 0.0}))
+    with pytest.raises(ValueError, match="in 0 ms"):
+        roofline.parse(_report(write={"runtime": 0}))
+
+
+@pytest.fixture
+def char_device(monkeypatch, tmp_path) -> str:
+    """/dev/ng0n1, seen by roofline.run as a char device (the host has no such namespace)."""
+    real_stat = os.stat
+    fake = os.stat_result((stat.S_IFCHR | 0o600,) + tuple(real_stat(tmp_path))[1:])
+    monkeypatch.setattr(roofline.os, "stat",
+                        lambda p: fake if p == "/dev/ng0n1" else real_stat(p))
+    return "/dev/ng0n1"
+
+
+def test_run_writes_fios_report_and_the_summary(tmp_path, monkeypatch, char_device):
+    """run() with fio replaced by a script that writes the captured report where told."""
+    fake = tmp_path / "fio"
+    fake.write_text("#!/bin/sh\nfor a; do case $a in --output=*) cp \"$REPORT\" "
+                    "\"${a#--output=}\";; esac; done\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("REPORT", str(FIO_REPORT))
+    out = tmp_path / "raw"
+    summary = roofline.run(str(fake), "/dev/ng0n1", out, **JOB)
+    assert (out / paths.RAW_FIO_ROOFLINE).read_text() == FIO_REPORT.read_text()
+    record = json.loads((out / paths.RAW_ROOFLINE).read_text())
+    assert record["command"][0] == str(fake) and "--filename=/dev/ng0n1" in record["command"]
+    assert {k: record[k] for k in summary} == summary and record["device"] == "/dev/ng0n1"
+
+
+def test_run_reports_fios_failure(tmp_path, char_device):
+    fake = tmp_path / "fio"
+    fake.write_text("#!/bin/sh\necho 'fio: ruh info failed for /dev/ng0n1 (22)' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    with pytest.raises(roofline.RooflineError, match=r"fio exited 1: fio: ruh info failed"):
+        roofline.run(str(fake), "/dev/ng0n1", tmp_path / "raw", **JOB)
+
+
+def test_run_refuses_a_missing_device(tmp_path):
+    with pytest.raises(roofline.RooflineError, match="device /dev/ng97n1: No such file"):
+        roofline.run("fio", "/dev/ng97n1", tmp_path, **JOB)
+
+
+def test_roofline_stays_standard_library_only():
+    """The guest has python3 and redis-py only: no yaml, pandas or other PyPI imports."""
+    import ast
+    tree = ast.parse(Path(roofline.__file__).read_text())
+    imported = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import)
+                for a in n.names}
+    imported |= {n.module.split(".")[0] for n in ast.walk(tree)
+                 if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
+    assert imported <= {"__future__", "json", "os", "re", "stat", "subprocess", "collections",
+                        "pathlib"}, imported
