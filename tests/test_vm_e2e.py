@@ -164,7 +164,7 @@ def _device_tests() -> int:
     return len([line for line in out.splitlines() if "::" in line])
 
 
-def test_slimio_suite_runs_against_ng0n1_in_a_vm(vm_results, tmp_path):
+def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
     require_root()
     from slimio_repro import config as configmod
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
