@@ -485,6 +485,27 @@ def test_refuses_without_appendonly(slim):
     assert "appendonly is no" in out
 
 
+@device
+def test_placement_ids_are_checked_against_the_device(slim):
+    """nvme: a placement id the reclaim unit handle status does not list stops the server,
+    naming the valid ids, before anything is written; file: ids are only recorded."""
+    s = slim(extra={"slimio-placement-wal": "9"})
+    if DEVICE:
+        out = s.start_fails()
+        assert "slimio-placement-wal 9 is not a placement id" in out
+        assert "0, 1, 2, 3, 4, 5, 6, 7" in out
+        assert "no SlimIO layout" not in out, "refused before looking at the layout"
+    else:
+        s.start()
+        assert s.info()["slimio_placement_wal"] == 9
+
+
+def test_nvme_backend_refuses_a_file(slim):
+    s = slim(extra={"slimio-backend": "nvme"})
+    out = s.start_fails()
+    assert "needs an NVMe namespace's generic char device" in out and str(s.device) in out
+
+
 def test_config_bounds(slim):
     s = slim(extra={"slimio-lba-size": "1000"})
     out = s.start_fails()

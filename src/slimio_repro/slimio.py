@@ -137,12 +137,6 @@ def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
     return data
 
 
-def device_bytes(path: Path) -> int:
-    """Size of a device file or of a block device (whose st_size is 0)."""
-    with open(path, "rb") as fh:
-        return fh.seek(0, os.SEEK_END)
-
-
 def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: list,
             raw_dir: Path) -> dict:
     """Create (a file) or check (a block or NVMe char device) and format a cell's SlimIO
