@@ -92,10 +92,18 @@ def test_slimio_wal_region_holds_the_live_generations(profile):
     cfg = profile_config(profile)
     wal = cells.slimio_wal_size_bytes(cfg)
     total = cells.expected_wal_bytes(cfg)
-    assert wal % cells.MIB == 0 and wal >= total * 1.1 + 64 * cells.MIB
+    d, m = cells.expected_dataset_bytes(cfg), cells.aof_rewrite_min_size_bytes(cfg)
+    assert wal % cells.MIB == 0
+    if cfg["slimio"]["wal_size_mb"] is not None:
+        # Set by the profile (paper: the whole WAL does not fit its 180 GiB device): the live
+        # generations fit while a rewrite lasts up to a quarter of the run. The paper's
+        # snapshots take 110-148 s of SETs at ~42 k/s x 4 KiB, about 22 % of its WAL.
+        peaks = [live_wal_peak(total, d, m, int(total * f)) for f in (0.001, 0.1, 0.25)]
+        assert max(peaks) <= wal < total
+        return
+    assert wal >= total * 1.1 + 64 * cells.MIB
     # Whatever a rewrite lasts (none, a tenth of the run, all of it), the live generations
     # fit, and a slow enough first rewrite does need the whole WAL of the cell.
-    d, m = cells.expected_dataset_bytes(cfg), cells.aof_rewrite_min_size_bytes(cfg)
     peaks = [live_wal_peak(total, d, m, int(total * f)) for f in (0.001, 0.1, 0.5, 1.0)]
     assert max(peaks) <= wal
     assert peaks[-1] >= total - total // 100_000
