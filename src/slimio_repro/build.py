@@ -129,16 +129,19 @@ def series_hash(patches: list[Path]) -> str:
     return h.hexdigest()
 
 
-def _run(cmd: list[str], cwd: Path, log) -> None:
+def run_logged(cmd: list[str], cwd: Path, log, error: type[Exception] | None = None) -> None:
+    """Run ``cmd`` in ``cwd`` with its output appended to the open build ``log``; raise
+    ``error`` (BuildError by default) naming the command and the log when it fails."""
     log.write(f"$ {' '.join(cmd)}  (in {cwd})\n")
     log.flush()
     proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
-        raise BuildError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}; "
-                         f"see the build log {log.name}")
+        raise (error or BuildError)(f"`{' '.join(cmd)}` failed with exit code "
+                                    f"{proc.returncode}; see the build log {log.name}")
 
 
-def _tool_version(cmd: list[str]) -> str:
+def tool_version(cmd: list[str]) -> str:
+    """The first line ``cmd`` prints (``cc --version``), or "unknown"."""
     try:
         out = subprocess.run(cmd, capture_output=True, text=True)
         return (out.stdout or out.stderr).splitlines()[0].strip()
@@ -152,7 +155,7 @@ def add_slimio(tree: Path, patches: list[Path], files: list[Path], log) -> None:
         log.write(f"copy {f} -> {tree / 'src' / f.name}\n")
         shutil.copy2(f, tree / "src" / f.name)
     for p in patches:
-        _run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
+        run_logged(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
 
 
 def build_redis(system: str, version: str, tarball: Path, out_dir: Path, jobs: int,
@@ -195,12 +198,12 @@ def build_redis(system: str, version: str, tarball: Path, out_dir: Path, jobs: i
             tar.extractall(work / "tree", filter="tar")
         (src,) = (work / "tree").iterdir()
         for p in patches:
-            _run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], src, log)
+            run_logged(["patch", "-p1", "--forward", "--batch", "-i", str(p)], src, log)
         if system == "slimio":
             add_slimio(src, slimio_patches, slimio_files, log)
         # Stock allocator and flags (jemalloc, -O2): the baseline must be stock Redis, and
         # slimio is built exactly the same way.
-        _run(["make", f"-j{jobs}", *MAKE_FLAGS], src, log)
+        run_logged(["make", f"-j{jobs}", *MAKE_FLAGS], src, log)
         bin_dir = work / "bin"
         bin_dir.mkdir()
         for tool in TOOLS:
@@ -208,7 +211,7 @@ def build_redis(system: str, version: str, tarball: Path, out_dir: Path, jobs: i
         if system == "slimio":
             admin_cmd = ["make", "-C", str(paths.REDIS_SLIMIO_DIR), "admin",
                          f"BUILD_DIR={bin_dir.resolve()}"]
-            _run(admin_cmd, paths.REPO_ROOT, log)
+            run_logged(admin_cmd, paths.REPO_ROOT, log)
             slimio_record["slimio_admin_command"] = admin_cmd
     record = {
         "system": system,
@@ -219,9 +222,9 @@ def build_redis(system: str, version: str, tarball: Path, out_dir: Path, jobs: i
         "benchmark_patch_series_sha256": series_hash(patches),
         "make_jobs": jobs,
         "make_flags": MAKE_FLAGS,
-        "compiler": _tool_version(["cc", "--version"]),
+        "compiler": tool_version(["cc", "--version"]),
         "build_time_s": round(time.monotonic() - started, 1),
-        "redis_server_version": _tool_version([str(work / "bin" / "redis-server"), "--version"]),
+        "redis_server_version": tool_version([str(work / "bin" / "redis-server"), "--version"]),
     }
     record.update(slimio_record)
     (work / "build.json").write_text(json.dumps(record, indent=2) + "\n")

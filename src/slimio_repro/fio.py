@@ -29,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from . import build as build_mod
 from . import paths, sources
 
 # The oldest fio whose io_uring_cmd engine does FDP placement (fdp=1, fdp_pli=).
@@ -165,23 +166,6 @@ def needed_libraries(binary: Path) -> list[str]:
     return re.findall(r"^\s*NEEDED\s+(\S+)$", proc.stdout, re.M)
 
 
-def _run(cmd: list[str], cwd: Path, log) -> None:
-    log.write(f"$ {' '.join(cmd)}  (in {cwd})\n")
-    log.flush()
-    proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
-    if proc.returncode != 0:
-        raise FioBuildError(f"`{' '.join(cmd)}` failed with exit code {proc.returncode}; "
-                            f"see the build log {log.name}")
-
-
-def _first_line(cmd: list[str]) -> str:
-    try:
-        out = subprocess.run(cmd, capture_output=True, text=True)
-        return (out.stdout or out.stderr).splitlines()[0].strip()
-    except (OSError, IndexError):
-        return "unknown"
-
-
 def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
     """Fetch, verify and build fio ``version`` into ``out_dir`` (bin/fio, build.json).
 
@@ -205,9 +189,9 @@ def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
                                 f"configure script: {[t.name for t in trees]}")
         src = trees[0]
         configure = ["./configure", *CONFIGURE_FLAGS]
-        _run(configure, src, log)
+        build_mod.run_logged(configure, src, log, FioBuildError)
         make = ["make", f"-j{jobs}", "fio"]
-        _run(make, src, log)
+        build_mod.run_logged(make, src, log, FioBuildError)
         bin_dir = work / "bin"
         bin_dir.mkdir()
         shutil.copy2(src / "fio", bin_dir / "fio")
@@ -225,7 +209,7 @@ def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
         "build_time_s": round(time.monotonic() - started, 1),
         "host_kernel": platform.release(),
         "host_machine": platform.machine(),
-        "compiler": _first_line(["cc", "--version"]),
+        "compiler": build_mod.tool_version(["cc", "--version"]),
         "needed_libraries": needed_libraries(bin_dir / "fio"),
         "engines_checked": list(REQUIRED_ENGINES),
     }

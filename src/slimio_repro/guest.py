@@ -79,6 +79,12 @@ def _findmnt(target: Path) -> dict | None:
     return json.loads(proc.stdout)["filesystems"][0]
 
 
+def fdp_stats(settings: dict) -> str:
+    """``nvme fdp stats -o json`` of the endurance group (the FDP statistics log page)."""
+    return _run(["nvme", "fdp", "stats", settings["controller"], "-e",
+                 str(settings["endurance_group"]), "-o", "json"])
+
+
 class GuestStorage:
     """The namespace as provisioned for the cell's system (see the module docstring)."""
 
@@ -121,9 +127,7 @@ class GuestStorage:
         """Bytes written to the namespace so far: FDP host bytes written when the device has
         FDP (counts passthru too), else the block layer's count."""
         if self.settings["fdp"]:
-            stats = _run(["nvme", "fdp", "stats", self.settings["controller"], "-e",
-                          str(self.settings["endurance_group"]), "-o", "json"])
-            return fdp.parse_stats(stats)["host_bytes_written"]
+            return fdp.parse_stats(fdp_stats(self.settings))["host_bytes_written"]
         return fsimage.block_stat(self.block_device)[1]
 
     def read_bytes(self) -> int | None:
@@ -173,6 +177,7 @@ class DeviceMonitor:
     """FDP statistics before/after and the NVMe command trace of one cell."""
 
     def __init__(self, settings: dict, raw_dir: Path):
+        self.settings = settings
         self.namespace = settings["namespace"]
         self.controller = settings["controller"]
         self.endurance_group = settings["endurance_group"]
@@ -182,8 +187,7 @@ class DeviceMonitor:
         self._trace_file = raw_dir / "nvme-trace.txt"
 
     def fdp_stats(self) -> str:
-        return _run(["nvme", "fdp", "stats", self.controller, "-e", str(self.endurance_group),
-                     "-o", "json"])
+        return fdp_stats(self.settings)
 
     def identify(self) -> None:
         """Record the namespace and, with FDP, its configuration and handle status."""
