@@ -44,9 +44,9 @@ def patched_tree(version: str) -> Path:
     tree = tree.rename(root / "tree")
     with open(root / "build.log", "w") as log:
         for p in bench:
-            build._run(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
+            build.run_logged(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
         build.add_slimio(tree, hooks, files, log)
-        build._run(["make", "-j2", *build.MAKE_FLAGS], tree, log)
+        build.run_logged(["make", "-j2", *build.MAKE_FLAGS], tree, log)
     (root / "stamp.json").write_text(json.dumps(stamp))
     return tree
 
