@@ -22,6 +22,21 @@ CELL_FIXTURES = FIXTURES / "cells"
 VENV_BIN = Path(sys.executable).parent
 
 
+def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
+                rewrite_percentage: int = 100):
+    """A redis-server of ``bin_dir`` on a free port with its data, conf and log in
+    ``directory``; started (shut it down with ``.shutdown()``)."""
+    from slimio_repro.server import RedisServer, free_port, render_conf
+    port = free_port()
+    render_conf(directory / "redis.conf", port=port, data_dir=directory,
+                log_file=directory / "redis.log", appendfsync=appendfsync,
+                auto_aof_rewrite_percentage=rewrite_percentage,
+                auto_aof_rewrite_min_size=64 << 20)
+    server = RedisServer(bin_dir, directory / "redis.conf", port, directory / "redis.log")
+    server.start(60)
+    return server
+
+
 @pytest.fixture
 def default_config() -> dict:
     from slimio_repro import config as configmod

@@ -91,11 +91,11 @@ def test_bad_cell_id_is_rejected():
 
 def test_command_line_strings_are_coerced_to_the_schema_types():
     cfg = load({"matrix": {"repetitions": "3"},
-                "server": {"sampler_interval_s": "0.25", "on_demand_snapshot": "false",
-                           "auto_aof_rewrite_min_size_mb": "null"}})
+                "server": {"sampler_interval_s": "0.25", "auto_aof_rewrite_min_size_mb": "null"},
+                "workloads": {"redis-benchmark": {"on_demand_snapshot": "false"}}})
     assert cfg["matrix"]["repetitions"] == 3
     assert cfg["server"]["sampler_interval_s"] == 0.25
-    assert cfg["server"]["on_demand_snapshot"] is False
+    assert cfg["workloads"]["redis-benchmark"]["on_demand_snapshot"] is False
     assert cfg["server"]["auto_aof_rewrite_min_size_mb"] is None
 
 

@@ -119,7 +119,15 @@ def test_box_inputs_hash_changes_with_a_build(tmp_path):
     second = box.inputs_sha256([build], fio_build)
     assert second != first
     (fio_build / "bin" / "fio").write_bytes(b"two")
-    assert box.inputs_sha256([build], fio_build) != second
+    third = box.inputs_sha256([build], fio_build)
+    assert third != second
+    ycsb_build = tmp_path / "build" / "ycsb" / "0.17.0"
+    ycsb_build.mkdir(parents=True)
+    (ycsb_build / "build.json").write_text('{"jars": {"a.jar": "1"}}')
+    with_ycsb = box.inputs_sha256([build], fio_build, ycsb_build)
+    assert with_ycsb != third
+    (ycsb_build / "build.json").write_text('{"jars": {"a.jar": "2"}}')
+    assert box.inputs_sha256([build], fio_build, ycsb_build) != with_ycsb
 
 
 def test_accel_probe_without_a_kernel_chooses_tcg(monkeypatch):

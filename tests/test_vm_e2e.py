@@ -2,7 +2,8 @@
 without a working KVM) with QEMU's emulated NVMe FDP SSD. Two tiny cells run in their
 guests: baseline (provision-guest.yml makes F2FS on the namespace) under Periodical-Log, and
 slimio (NVMe passthru on /dev/ng0n1 with FDP placement, FUA writes) under Always-Log; both
-measure the fio roofline at the end. The VMs are destroyed at the end, also when a cell
+measure the fio roofline at the end. A third cell runs YCSB-A (our binding, in the guest's
+JVM) against slimio. The VMs are destroyed at the end, also when a cell
 fails. A third VM runs SlimIO's server tests marked `device` (tests/test_slimio_server.py)
 against /dev/ng0n1 with the nvme backend. Needs root, libvirt and Vagrant (make
 setup-host)."""
@@ -22,9 +23,12 @@ pytestmark = pytest.mark.e2e
 
 CELL = "vm-baseline-redis-benchmark-periodical-r1"
 SLIMIO_CELL = "vm-slimio-redis-benchmark-always-r1"
+YCSB_CELL = "vm-slimio-ycsb-a-periodical-r1"
+VM_CELLS = (CELL, SLIMIO_CELL, YCSB_CELL)
 TINY_VM = ["matrix={testbeds: [vm], systems: [baseline, slimio], "
            "policies: [periodical, always], repetitions: 1}",
-           "workloads={redis-benchmark: {requests: 6000, keyspace: 2000}}",
+           "workloads={redis-benchmark: {requests: 6000, keyspace: 2000}, "
+           "ycsb-a: {records: 3000, operations: 12000}}",
            "server={sampler_interval_s: 0.25}",
            "testbeds={vm: {roofline: {size_mb: 64}}}"]
 
@@ -39,7 +43,7 @@ def _domains() -> list[str]:
 def vm_work():
     """The cells' VM directories (the default work dir: pytest's tmp_path is not searchable
     by libvirt's QEMU user); whatever a failure left there is destroyed afterwards."""
-    works = [vm.DEFAULT_WORK_DIR / c for c in (CELL, SLIMIO_CELL)]
+    works = [vm.DEFAULT_WORK_DIR / c for c in VM_CELLS]
     for work in works:
         if work.exists():
             vm._destroy_stale(work)
@@ -48,7 +52,7 @@ def vm_work():
         if work.exists():
             vm._destroy_stale(work)
     for name in _domains():
-        if name.startswith((f"{CELL}_", f"{SLIMIO_CELL}_")):
+        if name.startswith(tuple(f"{c}_" for c in VM_CELLS)):
             subprocess.run(["virsh", "-c", "qemu:///system", "destroy", name],
                            capture_output=True)
             subprocess.run(["virsh", "-c", "qemu:///system", "undefine", name,
@@ -57,13 +61,12 @@ def vm_work():
 
 @pytest.fixture(scope="module")
 def vm_results(tmp_path_factory):
-    """Both cells, run once by the pipeline; the domains that existed before."""
+    """The cells, run once by the pipeline; the domains that existed before."""
     require_root()
     results = tmp_path_factory.mktemp("vm") / "results"
     before = set(_domains())
-    proc = snakemake("--cores", "all", f"{results}/cells/{CELL}.json",
-                     f"{results}/cells/{SLIMIO_CELL}.json", "--config",
-                     f"results_dir={results}", *TINY_VM)
+    proc = snakemake("--cores", "all", *(f"{results}/cells/{c}.json" for c in VM_CELLS),
+                     "--config", f"results_dir={results}", *TINY_VM)
     return results, before, proc
 
 
@@ -72,7 +75,7 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     # The VMs are gone, and so are their directories with the NVMe backing files.
-    assert not [d for d in _domains() if d.startswith((f"{CELL}_", f"{SLIMIO_CELL}_"))]
+    assert not [d for d in _domains() if d.startswith(tuple(f"{c}_" for c in VM_CELLS))]
     assert set(_domains()) <= before
     assert not any(w.exists() for w in vm_work)
 
@@ -112,6 +115,28 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     # The roofline ran last, on the namespace, without placement for the baseline.
     assert record["roofline_seq_write_mb_s"] > 0 and record["roofline_placement_id"] is None
     assert record["roofline_seq_write_bytes"] == 64 << 20
+
+
+def test_ycsb_cell_runs_its_client_in_the_guest(vm_results, vm_work):
+    """YCSB-A in the VM: the JVM from the box runs both phases beside the server, against
+    SlimIO on /dev/ng0n1, and the dataset survives the recovery."""
+    results, _, proc = vm_results
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    raw = results / "raw" / YCSB_CELL
+    record = json.loads((results / "cells" / f"{YCSB_CELL}.json").read_text())
+    assert record["ycsb_client_host"] == "guest"
+    assert record["java_version"].startswith("openjdk version \"17")
+    assert record["load_records"] == 3000 and record["requests_completed"] == 12000
+    assert record["get_p999_ms"] > 0 and record["set_p999_ms"] > 0 and record["rps_avg"] > 0
+    assert record["recovery_verified"] is True and record["recovery_dbsize"] == 3000
+    assert record["on_demand_snapshot_count"] == 0 and record["wal_snapshot_count"] >= 1
+    assert record["nvme_trace_placement_ok"] is True
+    assert record["nvme_trace_wal_placement_ids"] == "1"
+    prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+    assert prov["ycsb"]["workload_file"].startswith(vm.GUEST_BUILD_DIR)
+    assert prov["ycsb"]["build"]["jars"], "the binding's jars are recorded with their sha256"
+    run_status = (raw / paths.RAW_YCSB_STATUS.format(phase="run")).read_text()
+    assert "current ops/sec" in run_status
 
 
 def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_work):

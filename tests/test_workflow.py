@@ -22,10 +22,14 @@ def test_dry_run_of_every_profile(profile, tmp_path):
     assert re.search(r"^aggregate_tables\s+1$", proc.stdout, re.M)
     for system in ("baseline", "slimio"):
         assert re.search(rf"^build_redis_{system}\s+1$", proc.stdout, re.M), system
-        cell_ids = set(re.findall(rf"raw/((?:bare|vm)-{system}-redis-benchmark-\S+-r\d+)$",
-                                  proc.stdout, re.M))
+        cell_ids = set(re.findall(rf"raw/((?:bare|vm)-{system}-(?:redis-benchmark|ycsb-a)-"
+                                  r"\S+-r\d+)$", proc.stdout, re.M))
         assert len(cell_ids) == len([c for c in cells.expand(cfg) if c.system == system])
-    for name in ("table3_ratios", "table5_ratios", "roofline"):
+    # Every profile runs YCSB-A (Table 4) beside redis-benchmark; its binding is built once.
+    assert {c.workload for c in cells.expand(cfg)} == {"redis-benchmark", "ycsb-a"}
+    assert re.search(r"^build_ycsb_binding\s+1$", proc.stdout, re.M)
+    for name in ("table3_ratios", "table4_ratios", "table4_ycsb_a", "table5_ratios",
+                 "roofline"):
         assert f"tables/{name}.csv" in proc.stdout and f"tables/{name}.md" in proc.stdout
     # Figures 4 and 5 are planned exactly when the matrix has both of their systems.
     for name in aggregate.RUNTIME_RPS_FIGURES:
@@ -50,7 +54,7 @@ def test_slimio_build_depends_on_its_sources_and_series(tmp_path):
     assert "redis-slimio/patches/7.0/0001-" in inputs and "patches/7.2+/" not in inputs
 
 
-def test_guest_box_depends_on_the_pinned_fio(tmp_path):
+def test_guest_box_depends_on_the_pinned_fio_and_the_ycsb_binding(tmp_path):
     build_dir = tmp_path / "build"
     proc = snakemake("-n", "--nolock", "--cores", "2", str(build_dir / paths.BOX_PATTERN),
                      "--config", f"build_dir={build_dir}")
@@ -58,6 +62,12 @@ def test_guest_box_depends_on_the_pinned_fio(tmp_path):
     fio_bin = build_dir / paths.FIO_PATTERN.format(version=fio.pinned_version())
     job = proc.stdout[proc.stdout.index("rule build_guest_box:"):]
     assert str(fio_bin) in job[:job.index("output:")]
+    ycsb_record = build_dir / paths.YCSB_BUILD_RECORD_PATTERN.format(version="0.17.0")
+    assert str(ycsb_record) in job[:job.index("output:")]
+    binding = proc.stdout[proc.stdout.index("rule build_ycsb_binding:"):]
+    inputs = binding[:binding.index("output:")]
+    assert "ycsb-bindings/pom.xml" in inputs and "workloada.properties" in inputs
+    assert "/target/" not in inputs
     fio_job = proc.stdout[proc.stdout.index("rule build_fio:"):]
     assert f"output: {fio_bin}" in fio_job and str(paths.FIO_PIN) in fio_job
     assert re.search(r"^build_fio\s+1$", proc.stdout, re.M)
@@ -92,7 +102,8 @@ def test_config_override_merges_instead_of_replacing(tmp_path):
     proc = snakemake("-n", "--nolock", "--cores", "2", "run_matrix",
                      "--config", f"results_dir={tmp_path}", "matrix={repetitions: 1}")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert re.search(r"^run_cell\s+6$", proc.stdout, re.M)  # both policies, all three systems kept
+    # Both policies, all three systems and both workloads kept.
+    assert re.search(r"^run_cell\s+12$", proc.stdout, re.M)
 
 
 def test_bad_config_stops_the_workflow_naming_the_key(tmp_path):

@@ -32,6 +32,8 @@ TABLE3_COLUMNS = [
     ("set_p999_ms", "SET p999 (ms)", 3),
     ("waf", "SSD WAF", 2),
 ]
+# Table 4 of the paper (YCSB-A): Table 3's columns without WAF, with GET p999.
+TABLE4_COLUMNS = TABLE3_COLUMNS[:7] + [("get_p999_ms", "GET p999 (ms)", 3)]
 TABLE5_COLUMNS = [
     ("recovery_time_s", "Recovery Time (sec)", 3),
     ("recovery_mb_s", "Recovery I/O Throughput (MB/s)", 1),
@@ -40,6 +42,10 @@ EXTRA_COLUMNS = ["wal_snapshot_time_s", "on_demand_snapshot_time_s", "wal_snapsh
                  "server_set_p999_ms", "device_write_bytes_total", "recovery_bytes",
                  "slimio_recovery_time_s", "slimio_recovery_mb_s", "fdp_host_bytes_written",
                  "fdp_media_bytes_written", "fdp_media_bytes_erased"]
+TABLE4_EXTRA_COLUMNS = ["wal_snapshot_time_s", "wal_snapshot_count", "server_set_p999_ms",
+                        "server_get_p999_ms", "set_p99_ms", "get_p99_ms", "load_rps",
+                        "load_duration_s", "workload_duration_s", "device_write_bytes_total",
+                        "fdp_host_bytes_written", "waf"]
 # The device bound of a snapshot (DESIGN §5): the On-Demand-Snapshot's throughput against fio's
 # sequential-write bandwidth through passthru on the same device in the same VM. The ratio is
 # taken per cell (the snapshot and the fio run it is divided by share one VM), then averaged.
@@ -63,6 +69,7 @@ TABLE3_RATIO_COLUMNS = [
     ("mem_wal_snapshot_peak_gb", "WAL&Snapshot Mem Usage", "lower"),
     ("waf", "SSD WAF", "lower"),
 ]
+TABLE4_RATIO_COLUMNS = TABLE3_RATIO_COLUMNS[:7] + [("get_p999_ms", "GET p999", "lower")]
 TABLE5_RATIO_COLUMNS = [
     ("recovery_time_s", "Recovery Time", "lower"),
     ("recovery_mb_s", "Recovery I/O Throughput", "higher"),
@@ -139,7 +146,9 @@ def summarize(cells: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
             row[f"{m}_min"] = values.min() if len(values) else None
             row[f"{m}_max"] = values.max() if len(values) else None
         out.append(row)
-    return pd.DataFrame(out)
+    columns = GROUP + ["n"] + [f"{m}_{k}" for m in metrics
+                               for k in ("n", "mean", "std", "min", "max")]
+    return pd.DataFrame(out, columns=columns)
 
 
 def _fmt(row: pd.Series, metric: str, decimals: int) -> str:
@@ -190,13 +199,21 @@ def latex(summary: pd.DataFrame, columns, title: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+# What the paper ran for each of its tables, for the heading of its numbers.
+PAPER_SETUP = {
+    "table3_redis_benchmark": "FEMU FDP SSD, 28 M SETs x 5",
+    "table4_ycsb_a": "FEMU FDP SSD, 9 M records, 115 M operations, one run",
+    "table5_recovery": "FEMU FDP SSD, 28 M SETs x 5",
+}
+
+
 def paper_markdown(name: str, columns) -> str:
     """The paper's own rows of table ``name`` in the same columns, for comparison."""
     rows = _paper_rows(name)
     if not rows:
         return ""
     headers = ["Policy", "System"] + [h for _, h, _ in columns]
-    lines = ["", "## The paper's numbers (FEMU FDP SSD, 28 M SETs x 5; for comparison only)", "",
+    lines = ["", f"## The paper's numbers ({PAPER_SETUP[name]}; for comparison only)", "",
              "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
     for row in rows:
         cells = [POLICY_LABEL.get(row.get("policy"), "-"), SYSTEM_LABEL[row["system"]]]
@@ -206,9 +223,9 @@ def paper_markdown(name: str, columns) -> str:
 
 
 def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: str,
-                notes: list[str], out_dir: Path) -> pd.DataFrame:
-    sel = cells[cells.workload == workload]
-    metrics = [m for m, _, _ in columns] + [m for m in EXTRA_COLUMNS if m not in
+                notes: list[str], out_dir: Path, extra: list[str] = EXTRA_COLUMNS) -> pd.DataFrame:
+    sel = cells[cells.workload == workload] if "workload" in cells else cells.iloc[0:0]
+    metrics = [m for m, _, _ in columns] + [m for m in extra if m not in
                                             {c for c, _, _ in columns}]
     summary = summarize(sel, metrics)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -472,10 +489,12 @@ def write_all(record_files: list[Path], out_dir: Path) -> None:
     run = (f"Testbed(s): {', '.join(_distinct(cells, 'testbed'))}; profile: "
            f"{', '.join(_distinct(cells, 'profile'))}; Redis "
            f"{', '.join(_distinct(cells, 'redis_version'))}.")
-    waf = waf_notes(cells)
+    bench_cells = cells[cells.workload == "redis-benchmark"]
+    waf = waf_notes(bench_cells)
     t3 = write_table(cells, "redis-benchmark", TABLE3_COLUMNS, "table3_redis_benchmark",
                      "Table 3: Overall evaluation with the redis-benchmark workload",
-                     [run] + storage_notes(cells) + [phases, snapshot_time] + waf, out_dir)
+                     [run] + storage_notes(bench_cells) + [phases, snapshot_time] + waf,
+                     out_dir)
     paper_note = ("Paper's ratio: the same ratio from the paper's Table 3/5 (FEMU FDP SSD, "
                   "28 M SETs x 5), for comparison only; the paper has no SlimIO w/o FDP row.")
     write_ratios(t3, TABLE3_RATIO_COLUMNS, "table3_ratios",
@@ -493,8 +512,30 @@ def write_all(record_files: list[Path], out_dir: Path) -> None:
     # Written even with recovery disabled (then every value is n/a): the rule promises it.
     t5 = write_table(cells, "redis-benchmark", TABLE5_COLUMNS, "table5_recovery",
                      "Table 5: Recovery evaluation (redis-benchmark cells)",
-                     t5_notes + [run] + storage_notes(cells), out_dir)
+                     t5_notes + [run] + storage_notes(bench_cells), out_dir)
     write_ratios(t5, TABLE5_RATIO_COLUMNS, "table5_ratios",
                  "Table 5 ratios: each system over the baseline (recovery, redis-benchmark)",
                  "table5_recovery", [t5_notes[0], paper_note], out_dir)
+    ycsb_cells = cells[cells.workload == "ycsb-a"]
+    latency = ("SET p999 and GET p999 are YCSB's per-operation 99.9th percentiles of the run "
+               "phase (UPDATE = SET, READ = GET through our binding) from its HdrHistogram "
+               "(us resolution, shown in ms); Average RPS is YCSB's run-phase throughput; the "
+               "CSV also has the server's own p99.9 (INFO latencystats) as a cross-check.")
+    client = ("YCSB client: " + ", ".join(_distinct(ycsb_cells, "ycsb_client_host")) +
+              " (guest = in the cell's VM beside the server, over loopback; host = on the "
+              "machine of a bare cell); YCSB core "
+              + ", ".join(_distinct(ycsb_cells, "ycsb_core_version")) + ", "
+              + ", ".join(_distinct(ycsb_cells, "java_version")) + ".") \
+        if len(ycsb_cells) else "No YCSB-A cell in this run: add ycsb-a to matrix.workloads."
+    t4_notes = [run] + storage_notes(ycsb_cells) + [
+        phases, "Each cell loads the records (YCSB's load phase), then runs the operations; "
+        "the columns measure the run phase.", snapshot_time, latency, client]
+    t4 = write_table(cells, "ycsb-a", TABLE4_COLUMNS, "table4_ycsb_a",
+                     "Table 4: Overall evaluation with the YCSB-A workload", t4_notes, out_dir,
+                     TABLE4_EXTRA_COLUMNS)
+    write_ratios(t4, TABLE4_RATIO_COLUMNS, "table4_ratios",
+                 "Table 4 ratios: each system over the baseline (YCSB-A)", "table4_ycsb_a",
+                 [phases, snapshot_time, latency, client,
+                  "Paper's ratio: the same ratio from the paper's Table 4 (FEMU FDP SSD, 9 M "
+                  "records, 115 M operations, one run), for comparison only."], out_dir)
     write_roofline(cells, out_dir)

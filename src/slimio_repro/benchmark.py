@@ -39,13 +39,29 @@ def command(bin_dir: Path, port: int, workload: dict) -> list[str]:
 
 def run(cmd: list[str], out_tsv: Path, err_path: Path, timeout_s: float) -> dict:
     """Run ``cmd``; write timestamped records to ``out_tsv``; return start/end times."""
+    return run_timestamped(cmd, out_tsv, err_path, timeout_s, "redis-benchmark",
+                           "workloads.redis-benchmark.timeout_s")
+
+
+def run_timestamped(cmd: list[str], tsv_path: Path, other_path: Path, timeout_s: float,
+                    what: str, timeout_key: str, stamp: str = "stdout",
+                    error: type[Exception] | None = None) -> dict:
+    """Run ``cmd``. Each record of its ``stamp`` stream (stdout or stderr; records end at CR
+    or LF) goes to ``tsv_path`` as ``<unix time>\t<record>`` when it arrives; the other
+    stream goes to ``other_path`` verbatim. Kill it after ``timeout_s`` (``timeout_key`` is
+    the setting to name). Returns the start and end times; raises ``error`` (BenchmarkError
+    by default) naming ``what`` if it fails."""
+    error = error or BenchmarkError
     started = time.time()
     deadline = time.monotonic() + timeout_s
-    with open(out_tsv, "w") as out, open(err_path, "w") as err:
-        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=err, bufsize=0)
+    with open(tsv_path, "w") as out, open(other_path, "w") as other:
+        pipes = {"stdout": other, "stderr": other}
+        pipes[stamp] = subprocess.PIPE
+        proc = subprocess.Popen(cmd, stdout=pipes["stdout"], stderr=pipes["stderr"], bufsize=0)
+        stream = proc.stdout if stamp == "stdout" else proc.stderr
         pending = b""
         while True:
-            chunk = os.read(proc.stdout.fileno(), 65536)
+            chunk = os.read(stream.fileno(), 65536)
             now = time.time()
             if not chunk:
                 break
@@ -57,15 +73,15 @@ def run(cmd: list[str], out_tsv: Path, err_path: Path, timeout_s: float) -> dict
                     out.write(f"{now:.3f}\t{text}\n")
             if time.monotonic() > deadline:
                 proc.kill()
-                raise BenchmarkError(f"redis-benchmark ran longer than {timeout_s} s "
-                                     "(workloads.redis-benchmark.timeout_s)")
+                proc.wait()
+                raise error(f"{what} ran longer than {timeout_s} s ({timeout_key})")
         if pending.strip():
             out.write(f"{time.time():.3f}\t{pending.decode(errors='replace').rstrip()}\n")
         rc = proc.wait()
     ended = time.time()
     if rc != 0:
-        raise BenchmarkError(f"redis-benchmark exited with {rc}: "
-                             f"{err_path.read_text().strip()[-500:]}")
+        tail = (other_path.read_text() if stamp == "stdout" else tsv_path.read_text())
+        raise error(f"{what} exited with {rc}: {tail.strip()[-500:]}")
     return {"start_unix_s": started, "end_unix_s": ended}
 
 

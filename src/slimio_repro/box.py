@@ -6,7 +6,7 @@ this machine's apt sources use (the same probe as the setup playbook), so no mir
 name is written in the repository. Next to the box it writes:
 
 * ``<box>.json``: inputs hash (the box's Vagrant name derives from it), the box's sha256,
-  kernel, archive, the Redis builds and the fio baked in, build time;
+  kernel, archive, the Redis builds, the fio and the YCSB binding baked in, build time;
 * ``<box>.packages.tsv``: every Debian package and version in the guest;
 * ``<box>.key``: the box's own SSH private key.
 """
@@ -36,26 +36,35 @@ def archive(release: str = "bookworm") -> dict:
     return json.loads(proc.stdout)
 
 
-def inputs_sha256(builds: list[Path], fio_build: Path) -> str:
+def inputs_sha256(builds: list[Path], fio_build: Path, ycsb_build: Path | None = None) -> str:
     """Hash of everything that goes into the box: recipe, packages, Python pins, the Redis
-    builds and the fio build (each its bin/ and build.json)."""
+    builds and the fio build (each its bin/ and build.json), and the YCSB binding's build
+    (its build.json, which has the sha256 of every jar and of the workload file)."""
     h = hashlib.sha256()
     files = [paths.BOX_SCRIPT, paths.BOX_PACKAGES, paths.BOX_GUEST_REQUIREMENTS]
     for b in [*builds, fio_build]:
         files += sorted(p for p in (b / "bin").iterdir()) + [b / "build.json"]
+    if ycsb_build is not None:
+        files.append(ycsb_build / "build.json")
     for f in files:
         h.update(f.name.encode())
         h.update(hashlib.sha256(f.read_bytes()).digest())
     return h.hexdigest()
 
 
-def build(out: Path, builds: list[Path], fio_build: Path, disk_size_mb: int,
+def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk_size_mb: int,
           log: Path) -> dict:
-    """Build the box ``out`` with the Redis ``builds`` and the ``fio_build`` (rule build_fio's
-    directory: bin/fio, build.json) baked in; fio lands at :data:`paths.GUEST_FIO`."""
+    """Build the box ``out`` with the Redis ``builds``, the ``fio_build`` (rule build_fio's
+    directory: bin/fio, build.json) and the ``ycsb_build`` (rule build_ycsb_binding's: lib/,
+    workloads/, build.json) baked in; fio lands at :data:`paths.GUEST_FIO`, the builds under
+    the guest's build directory with the same relative paths as here."""
     out = out.resolve()
     builds = [b.resolve() for b in builds]
-    fio_build = fio_build.resolve()
+    fio_build, ycsb_build = fio_build.resolve(), ycsb_build.resolve()
+    if not (ycsb_build / "build.json").is_file():
+        raise BoxError(f"{ycsb_build} has no build.json: build the YCSB binding first "
+                       "(rule build_ycsb_binding)")
+    ycsb_record = json.loads((ycsb_build / "build.json").read_text())
     for b in builds:
         if not (b / "bin" / "redis-server").is_file():
             raise BoxError(f"{b} has no bin/redis-server: build Redis first")
@@ -77,7 +86,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, disk_size_mb: int,
         cmd = ["bash", str(paths.BOX_SCRIPT), str(out), arch["uri"],
                arch["signed_by"] or "/usr/share/keyrings/debian-archive-keyring.gpg",
                str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), str(fio_build),
-               paths.GUEST_FIO, *map(str, builds)]
+               paths.GUEST_FIO, *map(str, builds), str(ycsb_build)]
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -87,7 +96,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, disk_size_mb: int,
     kernel = out.with_name(out.name + ".kernel").read_text().strip().split("=", 1)[1]
     record = {
         "box": out.name,
-        "inputs_sha256": inputs_sha256(builds, fio_build),
+        "inputs_sha256": inputs_sha256(builds, fio_build, ycsb_build),
         "box_sha256": sources.sha256_of(out),
         "box_bytes": out.stat().st_size,
         "guest_kernel": kernel,
@@ -98,6 +107,8 @@ def build(out: Path, builds: list[Path], fio_build: Path, disk_size_mb: int,
         "fio_version": fio_record["fio_version"],
         "fio_tarball_sha256": fio_record["tarball_sha256"],
         "guest_fio": paths.GUEST_FIO,
+        "ycsb_build": str(ycsb_build.relative_to(ycsb_build.parents[1])),
+        "ycsb_core_version": ycsb_record["ycsb_core_version"],
         "packages_file": out.name + ".packages.tsv",
         "build_time_s": round(time.monotonic() - t0, 1),
         "utc_built": provenance.utc_now(),

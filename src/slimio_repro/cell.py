@@ -21,7 +21,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import benchmark, cells, fsimage, guest, paths, provenance, redislog, slimio
+from . import benchmark, cells, fsimage, guest, paths, provenance, redislog, slimio, ycsb
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
 
@@ -35,11 +35,14 @@ def _write_json(path: Path, data) -> None:
 
 
 def sampled_keys(cell: cells.Cell, workload: dict, count: int) -> list[str]:
-    """Keys compared value by value after recovery; deterministic per cell."""
+    """Keys compared value by value after recovery; deterministic per cell. Both workloads
+    name their keys by number, zero-padded to the key size (redis-benchmark's patched
+    --key-width, the YCSB binding's redis.keylength with ordered record numbers)."""
     rng = random.Random(cell.id)
-    n = min(count, workload["keyspace"])
+    space = cells.keyspace(cell.workload, workload)
+    n = min(count, space)
     width = workload["key_size_bytes"]
-    return [str(k).zfill(width) for k in sorted(rng.sample(range(workload["keyspace"]), n))]
+    return [str(k).zfill(width) for k in sorted(rng.sample(range(space), n))]
 
 
 def fingerprint(client, keys: list[str]) -> dict:
@@ -79,21 +82,34 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     partial.mkdir(parents=True)
 
     workload = config["workloads"][cell.workload]
+    ycsb_dir = None
+    if cell.workload == "ycsb-a":
+        ycsb_dir = ycsb.build_dir(config)
+        if not (ycsb_dir / "build.json").is_file():
+            raise CellError(f"{ycsb_dir} has no build.json: build the YCSB binding first "
+                            "(`snakemake --cores all build_ycsb`)")
     derived = {
         "appendfsync": cells.POLICY_APPENDFSYNC[cell.policy],
-        "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config),
+        "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config,
+                                                                            cell.workload),
         "auto_aof_rewrite_percentage": config["server"]["auto_aof_rewrite_percentage"],
-        "image_size_bytes": cells.image_size_bytes(config, cell.system),
-        "expected_wal_bytes": cells.expected_wal_bytes(config),
-        "expected_dataset_bytes": cells.expected_dataset_bytes(config),
+        "image_size_bytes": cells.image_size_bytes(config, cell.system, cell.workload),
+        "expected_wal_bytes": cells.expected_wal_bytes(config, cell.workload),
+        "expected_dataset_bytes": cells.expected_dataset_bytes(config, cell.workload),
     }
     if is_slimio:
-        derived.update(slimio.sizes(config))
+        derived.update(slimio.sizes(config, cell.workload))
     _write_json(partial / paths.RAW_CONFIG, {"config": config, "derived": derived})
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": config["profile"],
             "utc_start": provenance.utc_now(), "host": provenance.host(),
             "git": provenance.git(), "tools": provenance.tools(bin_dir),
             "redis_build": json.loads((bin_dir.parent / "build.json").read_text())}
+    if ycsb_dir is not None:
+        # The client runs where the server runs (in the guest on the vm testbed, as the
+        # paper's clients did), over loopback.
+        prov["ycsb"] = {"build": json.loads((ycsb_dir / "build.json").read_text()),
+                        "java": ycsb.java_version(), "client_host": _client_host(cell),
+                        "workload_file": str(ycsb_dir / ycsb.WORKLOAD_FILE)}
     commands, events, device = [], {}, {}
     servers: list[RedisServer] = []
     keys = sampled_keys(cell, workload, config["recovery"]["sampled_keys"])
@@ -130,15 +146,19 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             sampler = Sampler(port, server.pid, partial / paths.RAW_SAMPLER,
                               config["server"]["sampler_interval_s"])
             sampler.start()
-            cmd = benchmark.command(bin_dir, port, workload)
-            commands.append({"what": "workload", "argv": cmd})
-            events["workload"] = benchmark.run(cmd, partial / paths.RAW_BENCHMARK,
-                                               partial / paths.RAW_BENCHMARK_ERR,
-                                               workload["timeout_s"])
+            if ycsb_dir is not None:
+                events.update(run_ycsb(ycsb_dir, port, workload, partial, commands,
+                                       fs, device))
+            else:
+                cmd = benchmark.command(bin_dir, port, workload)
+                commands.append({"what": "workload", "argv": cmd})
+                events["workload"] = benchmark.run(cmd, partial / paths.RAW_BENCHMARK,
+                                                   partial / paths.RAW_BENCHMARK_ERR,
+                                                   workload["timeout_s"])
             device["write_bytes_after_workload"] = fs.write_bytes()
             server.wait_idle(config["server"]["snapshot_timeout_s"])
             events["snapshots_idle_unix_s"] = time.time()
-            if config["server"]["on_demand_snapshot"]:
+            if workload["on_demand_snapshot"]:
                 t0 = time.time()
                 server.bgsave(config["server"]["snapshot_timeout_s"])
                 events["on_demand_snapshot"] = {"start_unix_s": t0, "end_unix_s": time.time()}
@@ -198,6 +218,31 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     (partial / paths.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
+
+
+def _client_host(cell: cells.Cell) -> str:
+    return "guest" if cell.testbed == "vm" else "host"
+
+
+def run_ycsb(ycsb_dir: Path, port: int, workload: dict, partial: Path, commands: list,
+             fs, device: dict) -> dict:
+    """YCSB-A's load phase (the records), then its run phase (the operations), each one JVM
+    against the cell's server. Returns their events; the run phase is the cell's workload."""
+    events = {}
+    for phase in ycsb.PHASES:
+        cmd = ycsb.command(ycsb_dir, phase, port, workload,
+                           partial / paths.RAW_YCSB_HDR_PREFIX.format(phase=phase))
+        commands.append({"what": f"ycsb {phase}", "argv": cmd})
+        stdout = partial / paths.RAW_YCSB_STDOUT.format(phase=phase)
+        events["load" if phase == "load" else "workload"] = ycsb.run(
+            cmd, stdout, partial / paths.RAW_YCSB_STATUS.format(phase=phase),
+            workload["timeout_s"], phase)
+        ycsb.verify(ycsb.parse_summary(stdout.read_text(), str(stdout)), phase,
+                    workload["records"] if phase == "load" else workload["operations"],
+                    str(stdout))
+        if phase == "load":
+            device["write_bytes_after_load"] = fs.write_bytes()
+    return events
 
 
 @contextmanager

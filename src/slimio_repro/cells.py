@@ -87,19 +87,47 @@ def expand(config: dict) -> list[Cell]:
         for rep in range(1, m["repetitions"] + 1)]
 
 
-def expected_dataset_bytes(config: dict) -> int:
-    """Expected RDB size after the workload: distinct keys hit by uniform random SETs."""
-    w = config["workloads"]["redis-benchmark"]
-    keys = w["keyspace"] * (1 - math.exp(-w["requests"] / w["keyspace"]))
+def keyspace(workload: str, settings: dict) -> int:
+    """Distinct keys ``workload`` (with its ``settings``, the config's workloads.<workload>)
+    can write: redis-benchmark's key range, YCSB's records (numbered from 0)."""
+    return settings["records"] if workload == "ycsb-a" else settings["keyspace"]
+
+
+def expected_dataset_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+    """Expected RDB size after the workload.
+
+    redis-benchmark: the distinct keys hit by uniform random SETs. YCSB-A: every record (the
+    load phase writes them all; the run phase only overwrites).
+    """
+    w = config["workloads"][workload]
+    if workload == "ycsb-a":
+        keys = w["records"]
+    else:
+        keys = w["keyspace"] * (1 - math.exp(-w["requests"] / w["keyspace"]))
     return int(keys * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"]))
 
 
-def expected_wal_bytes(config: dict) -> int:
-    w = config["workloads"]["redis-benchmark"]
-    return w["requests"] * aof_bytes_per_set(w["key_size_bytes"], w["value_size_bytes"])
+# YCSB workload A (ycsb-bindings/workloads/workloada.properties): the share of the run phase's
+# operations that are updates (SETs); the rest are reads (GETs), which write no WAL.
+YCSB_A_UPDATE_PROPORTION = 0.5
 
 
-def aof_rewrite_min_size_bytes(config: dict) -> int:
+def expected_sets(config: dict, workload: str = "redis-benchmark") -> int:
+    """SETs a cell sends: redis-benchmark's requests; YCSB-A's loaded records plus the run
+    phase's expected updates."""
+    w = config["workloads"][workload]
+    if workload == "ycsb-a":
+        return w["records"] + int(w["operations"] * YCSB_A_UPDATE_PROPORTION)
+    return w["requests"]
+
+
+def expected_wal_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+    w = config["workloads"][workload]
+    return expected_sets(config, workload) * aof_bytes_per_set(w["key_size_bytes"],
+                                                               w["value_size_bytes"])
+
+
+def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
     """auto-aof-rewrite-min-size that gives about N WAL-Snapshots per repetition.
 
     With auto-aof-rewrite-percentage 1 a rewrite starts whenever the AOF (base + increments)
@@ -111,7 +139,8 @@ def aof_rewrite_min_size_bytes(config: dict) -> int:
     if explicit:
         return explicit * MIB
     n = config["server"]["wal_snapshots_per_repetition"]
-    total, data = expected_wal_bytes(config), expected_dataset_bytes(config)
+    total = expected_wal_bytes(config, workload)
+    data = expected_dataset_bytes(config, workload)
     low = (total + n * data) / (n + 1)
     high = (total + (n - 1) * data) / n
     return max(MIB, int((low + high) / 2))
@@ -121,7 +150,7 @@ def _ceil_to(value: float, unit: int) -> int:
     return int(math.ceil(value / unit)) * unit
 
 
-def slimio_slot_size_bytes(config: dict) -> int:
+def slimio_slot_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
     """Size of each of SlimIO's three snapshot slots (whole MiB).
 
     A slot holds one snapshot: the WAL-Snapshot's RDB preamble or the On-Demand RDB, at most
@@ -130,11 +159,12 @@ def slimio_slot_size_bytes(config: dict) -> int:
     s = config["slimio"]
     if s["slot_size_mb"]:
         return s["slot_size_mb"] * MIB
-    need = expected_dataset_bytes(config) * s["slot_margin_ratio"] + s["slot_margin_mb"] * MIB
+    need = (expected_dataset_bytes(config, workload) * s["slot_margin_ratio"]
+            + s["slot_margin_mb"] * MIB)
     return _ceil_to(need, MIB)
 
 
-def slimio_wal_size_bytes(config: dict) -> int:
+def slimio_wal_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
     """WAL payload bytes SlimIO's circular WAL region must hold (whole MiB).
 
     The region holds the live WAL generations: the one a WAL-Snapshot replays from and the
@@ -150,7 +180,7 @@ def slimio_wal_size_bytes(config: dict) -> int:
     s = config["slimio"]
     if s["wal_size_mb"]:
         return s["wal_size_mb"] * MIB
-    need = expected_wal_bytes(config) * s["wal_margin_ratio"] + s["wal_margin_mb"] * MIB
+    need = expected_wal_bytes(config, workload) * s["wal_margin_ratio"] + s["wal_margin_mb"] * MIB
     return _ceil_to(need, MIB)
 
 
@@ -162,20 +192,22 @@ SLIMIO_WAL_HEADER_BYTES = 32
 SLIMIO_SLOTS = 3
 
 
-def slimio_device_bytes(config: dict) -> int:
+def slimio_device_bytes(config: dict, workload: str = "redis-benchmark") -> int:
     """Size of the device file that the layout for the WAL and slot sizes above needs.
 
     Mirrors slimioLayoutPlan (redis-slimio/src/slimio_format.c); slimio-admin format refuses
     a device that is too small, naming both sizes, so a divergence cannot go unnoticed.
     """
     lba = config["slimio"]["lba_size_bytes"]
-    wal_blocks = math.ceil(slimio_wal_size_bytes(config) / (lba - SLIMIO_WAL_HEADER_BYTES))
+    wal_blocks = math.ceil(slimio_wal_size_bytes(config, workload)
+                           / (lba - SLIMIO_WAL_HEADER_BYTES))
     wal_region = _ceil_to(wal_blocks * lba, SLIMIO_ALIGN_BYTES)
-    slot_region = _ceil_to(slimio_slot_size_bytes(config), SLIMIO_ALIGN_BYTES)
+    slot_region = _ceil_to(slimio_slot_size_bytes(config, workload), SLIMIO_ALIGN_BYTES)
     return SLIMIO_ALIGN_BYTES + wal_region + SLIMIO_SLOTS * slot_region
 
 
-def image_size_bytes(config: dict, system: str = "baseline") -> int:
+def image_size_bytes(config: dict, system: str = "baseline",
+                     workload: str = "redis-benchmark") -> int:
     """File-system image big enough for the WAL, a rewrite in flight and two snapshots.
 
     A slimio cell's image holds the same room as the baseline's (the server's own data
@@ -184,8 +216,9 @@ def image_size_bytes(config: dict, system: str = "baseline") -> int:
     explicit = config["testbeds"]["bare"]["image_size_mb"]
     if explicit:
         return explicit * MIB
-    need = 2 * aof_rewrite_min_size_bytes(config) + 3 * expected_dataset_bytes(config)
+    need = (2 * aof_rewrite_min_size_bytes(config, workload)
+            + 3 * expected_dataset_bytes(config, workload))
     size = max(256 * MIB, int(need * 1.5))
     if is_slimio(system):
-        size += slimio_device_bytes(config)
+        size += slimio_device_bytes(config, workload)
     return size

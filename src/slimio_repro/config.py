@@ -157,9 +157,15 @@ def _check_semantics(config: dict) -> None:
         raise ConfigError(
             "slimio.backend: nvme needs the vm testbed's NVMe device, and matrix.testbeds has "
             "bare: set slimio.backend to auto (nvme in the vm, file on bare) or file")
+    ycsb = config["workloads"]["ycsb-a"]
+    if ycsb["records"] > 10 ** ycsb["key_size_bytes"]:
+        raise ConfigError(
+            f"workloads.ycsb-a.records: {ycsb['records']} records do not fit in "
+            f"key_size_bytes={ycsb['key_size_bytes']} decimal digits (the binding's keys are "
+            "zero-padded record numbers); raise key_size_bytes or lower records")
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
     if image_mb and any(cells.is_slimio(s) for s in matrix["systems"]):
-        device = cells.slimio_device_bytes(config)
+        device = max(cells.slimio_device_bytes(config, w) for w in matrix["workloads"])
         # ext4's own metadata (inode tables, journal) takes a few percent of the image.
         need_mb = -(-(device + device // 16 + 256 * cells.MIB) // cells.MIB)
         if image_mb < need_mb:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from . import benchmark, cells, fdp, guest, nvmetrace, paths, redislog
+from . import benchmark, cells, fdp, guest, nvmetrace, paths, redislog, ycsb
 
 GB = 1e9
 MB = 1e6
@@ -162,6 +162,70 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
     return out
 
 
+def benchmark_records(raw: Path, settings: dict) -> tuple[dict, list[dict]]:
+    """redis-benchmark's numbers (SET only) and its per-interval throughput."""
+    bench = benchmark.parse((raw / paths.RAW_BENCHMARK).read_text())
+    return {
+        "clients": settings["clients"], "requests": settings["requests"],
+        "keyspace": settings["keyspace"],
+        "requests_completed": bench["requests_completed"],
+        "workload_duration_s": bench["duration_s"],
+        "rps_avg": bench["rps"],
+        "set_p999_ms": bench["p999_ms"], "set_p99_ms": bench["p99_ms"],
+        "set_avg_ms": bench["avg_ms"], "set_max_ms": bench["max_ms"],
+    }, bench["intervals"]
+
+
+def _ms(us) -> float | None:
+    return us / 1000 if us is not None else None
+
+
+def ycsb_records(raw: Path, settings: dict, prov: dict) -> tuple[dict, list[dict]]:
+    """YCSB-A's numbers: the run phase's throughput and per-operation latencies (GET = READ,
+    SET = UPDATE, from YCSB's HdrHistogram), the load phase's, and the run phase's status
+    intervals. A phase with any operation that did not return OK is refused: a GET that
+    finds no value means the load or the server lost a record."""
+    phases = {}
+    for phase in ycsb.PHASES:
+        path = raw / paths.RAW_YCSB_STDOUT.format(phase=phase)
+        expected = settings["records"] if phase == "load" else settings["operations"]
+        try:
+            phases[phase] = ycsb.parse_summary(path.read_text(), str(path))
+            ycsb.verify(phases[phase], phase, expected, str(path))
+        except FileNotFoundError:
+            raise ParseError(f"{raw} has no {path.name}: is it a complete ycsb-a cell?") \
+                from None
+        except ycsb.YcsbError as exc:
+            raise ParseError(str(exc)) from None
+    run, load = phases["run"]["operations"], phases["load"]["operations"]
+    get, put, ins = run.get("READ", {}), run.get("UPDATE", {}), load.get("INSERT", {})
+    done = get.get("operations", 0) + put.get("operations", 0)
+    status_path = raw / paths.RAW_YCSB_STATUS.format(phase="run")
+    status = ycsb.parse_status(status_path.read_text())
+    info = _json(raw, paths.RAW_INFO_END)
+    return {
+        "clients": settings["threads"], "requests": settings["operations"],
+        "keyspace": settings["records"],
+        "requests_completed": done,
+        "workload_duration_s": phases["run"]["overall"]["runtime_ms"] / 1000,
+        "rps_avg": phases["run"]["overall"]["throughput_ops_s"],
+        "get_operations": get.get("operations", 0), "set_operations": put.get("operations", 0),
+        "set_p999_ms": _ms(put.get("p99_9_us")), "set_p99_ms": _ms(put.get("p99_us")),
+        "set_avg_ms": _ms(put.get("avg_us")), "set_max_ms": _ms(put.get("max_us")),
+        "get_p999_ms": _ms(get.get("p99_9_us")), "get_p99_ms": _ms(get.get("p99_us")),
+        "get_avg_ms": _ms(get.get("avg_us")), "get_max_ms": _ms(get.get("max_us")),
+        "server_get_p999_ms": server_latency_p999_ms(info, "get"),
+        "load_records": ins["operations"],
+        "load_duration_s": phases["load"]["overall"]["runtime_ms"] / 1000,
+        "load_rps": phases["load"]["overall"]["throughput_ops_s"],
+        "load_set_p999_ms": _ms(ins.get("p99_9_us")),
+        "ycsb_status_intervals": len(status),
+        "ycsb_client_host": prov["ycsb"]["client_host"],
+        "ycsb_core_version": prov["ycsb"]["build"]["ycsb_core_version"],
+        "java_version": prov["ycsb"]["java"],
+    }, ycsb.intervals(status)
+
+
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     raw = Path(raw)
     if not (raw / paths.RAW_COMPLETE).exists():
@@ -170,12 +234,15 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     eff = _json(raw, paths.RAW_CONFIG)
     events = _json(raw, paths.RAW_EVENTS)
     device = _json(raw, paths.RAW_DEVICE_STATS)
-    bench = benchmark.parse((raw / paths.RAW_BENCHMARK).read_text())
     samples = pd.read_csv(raw / paths.RAW_SAMPLER)
     log = (raw / paths.RAW_REDIS_LOG).read_text()
     snaps = redislog.snapshots(log)
     w0, w1 = events["workload"]["start_unix_s"], events["workload"]["end_unix_s"]
     workload_cfg = eff["config"]["workloads"][prov["cell"]["workload"]]
+    if prov["cell"]["workload"] == "ycsb-a":
+        client, intervals = ycsb_records(raw, workload_cfg, prov)
+    else:
+        client, intervals = benchmark_records(raw, workload_cfg)
 
     wal = [s for s in snaps if s["kind"] == "wal_snapshot" and s["ok"]]
     od = [s for s in snaps if s["kind"] == "on_demand_snapshot" and s["ok"]]
@@ -189,12 +256,9 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "slimio_backend": slim_storage["backend"] if slim_storage else None,
         "slimio_device": slim_storage["device_file"] if slim_storage else None,
         "redis_version": prov["redis_build"]["redis_version"],
-        "clients": workload_cfg["clients"], "requests": workload_cfg["requests"],
-        "keyspace": workload_cfg["keyspace"], "key_size_bytes": workload_cfg["key_size_bytes"],
+        "key_size_bytes": workload_cfg["key_size_bytes"],
         "value_size_bytes": workload_cfg["value_size_bytes"],
-        "requests_completed": bench["requests_completed"],
-        "workload_duration_s": bench["duration_s"],
-        "rps_avg": bench["rps"],
+        **client,
         **phase_stats(samples, w0, w1),
         "wal_snapshot_count": len(wal),
         "wal_snapshot_time_s": (sum(s["duration_s"] for s in wal) / len(wal)) if wal else None,
@@ -205,8 +269,6 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
                                     if od and od_bytes and od[-1]["duration_s"] else None),
         "snapshot_time_s": sum(ok_durations) / len(ok_durations) if ok_durations else None,
         "failed_snapshot_count": sum(not s["ok"] for s in snaps),
-        "set_p999_ms": bench["p999_ms"], "set_p99_ms": bench["p99_ms"],
-        "set_avg_ms": bench["avg_ms"], "set_max_ms": bench["max_ms"],
         "server_set_p999_ms": server_latency_p999_ms(_json(raw, paths.RAW_INFO_END)),
         "device_write_bytes_workload": device["write_bytes_workload"],
         "device_write_bytes_total": device["write_bytes_total"],
@@ -244,7 +306,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     record["snapshots"] = [{"kind": s["kind"], "start_s": round(s["start_unix_s"] - w0, 3),
                             "end_s": round(s["end_unix_s"] - w0, 3), "ok": s["ok"]}
                            for s in snaps]
-    return record, timeseries(bench["intervals"], samples, w0)
+    return record, timeseries(intervals, samples, w0)
 
 
 def timeseries(intervals: list[dict], samples: pd.DataFrame, t0: float) -> pd.DataFrame:

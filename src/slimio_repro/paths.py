@@ -36,6 +36,11 @@ BOX_GUEST_REQUIREMENTS = BOX_DIR / "requirements-guest.txt"
 # box at GUEST_FIO.
 FIO_PIN = BOX_DIR / "fio.yaml"
 GUEST_FIO = "/opt/slimio-repro/fio/bin/fio"
+# Our YCSB binding (a Maven project in YCSB's layout) and its workload files; built on the host
+# into YCSB_BUILD_PATTERN (lib/ = the binding, YCSB's core and their runtime jars; workloads/;
+# build.json) and baked into the box under the same relative path.
+YCSB_BINDINGS_DIR = REPO_ROOT / "ycsb-bindings"
+YCSB_POM = YCSB_BINDINGS_DIR / "pom.xml"
 PROVISION_GUEST_PLAYBOOK = REPO_ROOT / "playbooks" / "provision-guest.yml"
 ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
 # Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
@@ -46,6 +51,8 @@ SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"
 REDIS_BUILD_PATTERN = "redis-{system}/{version}"
 FIO_BUILD_PATTERN = "fio/{version}"
 FIO_PATTERN = f"{FIO_BUILD_PATTERN}/bin/fio"
+YCSB_BUILD_PATTERN = "ycsb/{version}"
+YCSB_BUILD_RECORD_PATTERN = f"{YCSB_BUILD_PATTERN}/build.json"
 CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
 CELL_RAW_PATTERN = f"raw/{CELL_ID_PATTERN}"
 CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
@@ -63,6 +70,12 @@ RAW_RECOVERY_LOG = "redis-recovery.log"
 RAW_SAMPLER = "sampler.csv"
 RAW_BENCHMARK = "benchmark.stdout.tsv"
 RAW_BENCHMARK_ERR = "benchmark.stderr.txt"
+# Workload ycsb-a: per phase (load, run) YCSB's summary (stdout), its status lines with the
+# wall-clock time they arrived (stderr, "<unix time>\t<line>"), and one HdrHistogram log per
+# operation (YCSB's hdrhistogram.fileoutput: "<phase>-<OPERATION>.hdr").
+RAW_YCSB_STDOUT = "ycsb-{phase}.stdout.txt"
+RAW_YCSB_STATUS = "ycsb-{phase}.stderr.tsv"
+RAW_YCSB_HDR_PREFIX = "ycsb-{phase}-"
 RAW_EVENTS = "events.json"
 RAW_INFO_END = "info-after-workload.json"
 RAW_INFO_RECOVERY = "info-after-recovery.json"
@@ -98,6 +111,9 @@ class Paths:
 
     def redis_build(self, system: str, version: str) -> Path:
         return self.build_dir / REDIS_BUILD_PATTERN.format(system=system, version=version)
+
+    def ycsb_build(self, version: str) -> Path:
+        return self.build_dir / YCSB_BUILD_PATTERN.format(version=version)
 
     def cell_raw(self, cell) -> Path:
         return self.results_dir / CELL_RAW_PATTERN.format(**cell.wildcards())

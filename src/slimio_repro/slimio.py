@@ -27,13 +27,13 @@ class SlimioError(RuntimeError):
     pass
 
 
-def sizes(config: dict) -> dict:
-    """The layout a cell formats, in bytes (recorded in effective-config.json)."""
+def sizes(config: dict, workload: str = "redis-benchmark") -> dict:
+    """The layout a cell of ``workload`` formats, in bytes (recorded in effective-config.json)."""
     return {
-        "slimio_wal_size_bytes": cells.slimio_wal_size_bytes(config),
-        "slimio_slot_size_bytes": cells.slimio_slot_size_bytes(config),
+        "slimio_wal_size_bytes": cells.slimio_wal_size_bytes(config, workload),
+        "slimio_slot_size_bytes": cells.slimio_slot_size_bytes(config, workload),
         "slimio_lba_size_bytes": config["slimio"]["lba_size_bytes"],
-        "slimio_device_bytes": cells.slimio_device_bytes(config),
+        "slimio_device_bytes": cells.slimio_device_bytes(config, workload),
     }
 
 

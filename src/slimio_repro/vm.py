@@ -42,8 +42,9 @@ GUEST_REPO_DIR = f"{GUEST_ROOT}/repo"
 GUEST_CELLS_DIR = "/var/lib/slimio-repro/cells"
 BOX_NAME_PREFIX = "slimio-repro-"
 # What the guest needs of the repository to run a cell (no build inputs, no tests).
+# (ycsb-bindings/pom.xml names the YCSB build the box has.)
 GUEST_REPO_FILES = ["src/slimio_repro", "redis-baseline/redis.conf.template",
-                    "requirements.txt"]
+                    "ycsb-bindings/pom.xml", "requirements.txt"]
 PROGRESS = re.compile(r"\r|\x1b\[K")
 
 

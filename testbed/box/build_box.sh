@@ -8,8 +8,8 @@
 # repository). PYLIB_DIR holds pure-Python packages for the guest (/opt/slimio-repro/python).
 # FIO_DIR is rule build_fio's output (bin/fio + build.json): fio goes to the guest path
 # GUEST_FIO (paths.GUEST_FIO), its build.json next to its bin/.
-# Each BUILD_DIR (a built Redis: bin/ + build.json) is baked in under /opt/slimio-repro/build
-# with the same relative path. The box gets its own SSH key pair, written next to OUT.box as
+# Each BUILD_DIR (a built Redis: bin/ + build.json; the YCSB binding: lib/ + workloads/ +
+# build.json) is baked in under /opt/slimio-repro/build with the same relative path. The box gets its own SSH key pair, written next to OUT.box as
 # OUT.box.key; the Vagrantfile logs in with it (no insecure shared key).
 #
 # Steps: mmdebstrap (minbase) into a directory; a raw disk with one MBR partition at 1 MiB,
@@ -49,7 +49,7 @@ mmdebstrap --variant=minbase --include="$include" \
   "deb $key $uri $release-updates main" \
   "deb $key $uri $release-backports main"
 
-echo "== bake in the SSH key, Python packages, fio and Redis builds"
+echo "== bake in the SSH key, Python packages, fio, Redis builds and the YCSB binding"
 install -d -m 0700 -o 1000 -g 1000 "$rootfs/home/vagrant/.ssh"
 install -m 0600 -o 1000 -g 1000 "$work/key.pub" "$rootfs/home/vagrant/.ssh/authorized_keys"
 mkdir -p "$rootfs/opt/slimio-repro/build"
@@ -64,6 +64,8 @@ for b in "${builds[@]}"; do
   mkdir -p "$rootfs/opt/slimio-repro/build/$rel"
   cp -a "$b/." "$rootfs/opt/slimio-repro/build/$rel/"
 done
+# The YCSB client's JVM (packages.txt): fails here if the JRE is missing from the guest.
+chroot "$rootfs" java -version
 chroot "$rootfs" dpkg-query -W -f '${Package}\t${Version}\n' > "$work/packages.tsv"
 kernel=$(basename "$(ls "$rootfs"/boot/vmlinuz-* | sort -V | tail -1)")
 initrd="initrd.img-${kernel#vmlinuz-}"

@@ -4,12 +4,12 @@ from slimio_repro import aggregate as aggregatemod  # noqa: E402
 TABLE_OUTPUTS = (
     [
         results(f"tables/{name}.{ext}")
-        for name in ("table3_redis_benchmark", "table5_recovery")
+        for name in ("table3_redis_benchmark", "table4_ycsb_a", "table5_recovery")
         for ext in ("csv", "md", "tex")
     ]
     + [
         results(f"tables/{name}.{ext}")
-        for name in ("table3_ratios", "table5_ratios")
+        for name in ("table3_ratios", "table4_ratios", "table5_ratios")
         for ext in ("csv", "md")
     ]
     + [results(f"tables/roofline.{ext}") for ext in ("csv", "md")]
@@ -32,7 +32,7 @@ FIGURE_OUTPUTS = (
 
 
 rule aggregate_tables:
-    """Tables 3 and 5 (CSV + Markdown), ratios to the baseline, the snapshot roofline, the
+    """Tables 3, 4 and 5 (CSV + Markdown + LaTeX), ratios to the baseline, the snapshot roofline, the
     per-cell CSV; n and spread."""
     input:
         records=cell_files(pathsmod.CELL_RECORD_PATTERN),

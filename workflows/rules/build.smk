@@ -62,6 +62,27 @@ rule build_fio:
         "../scripts/build_fio.py"
 
 
+rule build_ycsb_binding:
+    """Our YCSB binding (ycsb-bindings/, Maven) with YCSB's core and every runtime jar from
+    Maven Central at the pom's pinned versions, and the workload files."""
+    input:
+        [str(p) for p in ycsbmod.source_files()],
+    output:
+        record=build(pathsmod.YCSB_BUILD_RECORD_PATTERN),
+    log:
+        build("logs/build_ycsb_binding-{version}.log"),
+    wildcard_constraints:
+        version=r"\d+\.\d+\.\d+",
+    script:
+        "../scripts/build_ycsb_binding.py"
+
+
+rule build_ycsb:
+    """Build the YCSB binding (what a ycsb-a cell runs)."""
+    input:
+        build(pathsmod.YCSB_BUILD_RECORD_PATTERN.format(version=YCSB_VERSION)),
+
+
 rule build_redis:
     """Build the Redis binaries of every system in the matrix."""
     input:

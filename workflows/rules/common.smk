@@ -9,6 +9,7 @@ from slimio_repro import cells as cellsmod  # noqa: E402
 from slimio_repro import config as configmod  # noqa: E402
 from slimio_repro import fio as fiomod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
+from slimio_repro import ycsb as ycsbmod  # noqa: E402
 
 # Fill the schema's defaults and validate: a wrong key or value stops here, named.
 try:
@@ -21,6 +22,8 @@ BUILD = config["build_dir"].rstrip("/")
 REDIS_VERSION = config["redis"]["version"]
 # The guest's fio (device roofline): the one version testbed/box/fio.yaml pins.
 FIO_VERSION = fiomod.pinned_version()
+# The YCSB binding's build: named after the YCSB core it is built on (ycsb-bindings/pom.xml).
+YCSB_VERSION = ycsbmod.pinned_version()
 CELLS = cellsmod.expand(config)
 
 
@@ -51,10 +54,14 @@ BOX_SYSTEMS = ["baseline", "slimio"]
 
 
 def cell_inputs(wildcards):
-    """A bare cell needs its Redis build; a vm cell the box (which has the builds in it)."""
+    """A bare cell needs its Redis build (and a ycsb-a cell the YCSB binding's); a vm cell
+    the box (which has all the builds in it)."""
     if wildcards.testbed == "vm":
         return {"box": build(pathsmod.BOX_PATTERN)}
-    return {"server": redis_bin(wildcards)}
+    inputs = {"server": redis_bin(wildcards)}
+    if wildcards.workload == "ycsb-a":
+        inputs["ycsb"] = build(pathsmod.YCSB_BUILD_RECORD_PATTERN.format(version=YCSB_VERSION))
+    return inputs
 
 
 def redis_bin(wildcards):

@@ -2,7 +2,8 @@
 
 
 rule build_guest_box:
-    """Debian 12 + backports kernel, F2FS and nvme-cli tools; the Redis builds and fio baked in."""
+    """Debian 12 + backports kernel, F2FS, nvme-cli and a JRE; the Redis builds, fio and the
+    YCSB binding baked in."""
     input:
         recipe=[str(p) for p in (pathsmod.BOX_SCRIPT, pathsmod.BOX_PACKAGES,
                                  pathsmod.BOX_GUEST_REQUIREMENTS)],
@@ -11,6 +12,7 @@ rule build_guest_box:
             for system in BOX_SYSTEMS
         ],
         fio=build(pathsmod.FIO_PATTERN.format(version=FIO_VERSION)),
+        ycsb=build(pathsmod.YCSB_BUILD_RECORD_PATTERN.format(version=YCSB_VERSION)),
     output:
         box=build(pathsmod.BOX_PATTERN),
     log:

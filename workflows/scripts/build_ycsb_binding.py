@@ -1,0 +1,10 @@
+"""Rule build_ycsb_binding: thin wrapper over slimio_repro.ycsb.build."""
+import json
+from pathlib import Path
+
+from slimio_repro import ycsb
+from slimio_repro.smk import logged
+
+with logged(snakemake.log[0]):
+    record = ycsb.build(Path(snakemake.output.record).parent, Path(snakemake.log[0] + ".maven"))
+    print(json.dumps(record, indent=2))
