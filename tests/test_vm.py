@@ -154,3 +154,15 @@ def test_work_dir_must_be_reachable_by_libvirts_qemu(tmp_path):
     with pytest.raises(vm.VmError, match=f"{private} is not searchable by other users"):
         vm.work_dir({"work_dir": str(private / "vm")})
     assert vm.work_dir({"work_dir": None}) == vm.DEFAULT_WORK_DIR
+
+
+def test_guest_side_modules_import_without_host_only_packages():
+    """The guest has the standard library, redis-py and pytest (testbed/box), not PyYAML,
+    jsonschema, pandas or matplotlib: what runs a cell there must not import them."""
+    import subprocess
+    import sys
+    blocked = ["yaml", "jsonschema", "pandas", "matplotlib", "snakemake"]
+    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
+            + "import slimio_repro.guest, slimio_repro.cell, slimio_repro.ycsb\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr

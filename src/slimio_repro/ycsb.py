@@ -27,7 +27,6 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from . import benchmark, paths
-from . import build as buildmod
 
 BINDING_CLASS = "site.ycsb.db.redisstring.RedisStringClient"
 BINDING_MODULE = "redis-string"
@@ -79,6 +78,7 @@ def build(out_dir: Path, log_path: Path) -> dict:
     The JUnit tests need a redis-server and run in the test suite (tests/test_ycsb_binding.py),
     not here.
     """
+    from . import build as buildmod  # host only: it needs PyYAML, which the guest lacks
     if shutil.which("mvn") is None or shutil.which("java") is None:
         raise YcsbError("building ycsb-bindings needs Maven and a JDK (mvn, java on PATH): "
                         "run `make setup-host` (the setup playbook installs them)")

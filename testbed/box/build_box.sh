@@ -26,7 +26,7 @@ rootfs="$work/rootfs"
 
 rm -rf "$work"
 mkdir -p "$work"
-trap 'mountpoint -q "$work/mnt" && umount "$work/mnt"; rm -rf "$work"' EXIT
+trap 'mountpoint -q "$rootfs/proc" && umount "$rootfs/proc"; mountpoint -q "$work/mnt" && umount "$work/mnt"; rm -rf "$work"' EXIT
 
 include=$(grep -v '^\s*#' "$packages" | grep -v '^\s*$' | paste -sd, -)
 key="[signed-by=$signed_by]"
@@ -64,8 +64,11 @@ for b in "${builds[@]}"; do
   mkdir -p "$rootfs/opt/slimio-repro/build/$rel"
   cp -a "$b/." "$rootfs/opt/slimio-repro/build/$rel/"
 done
-# The YCSB client's JVM (packages.txt): fails here if the JRE is missing from the guest.
+# The YCSB client's JVM (packages.txt): fails here if the JRE is missing from the guest. The
+# launcher finds its libraries through /proc/self/exe ($ORIGIN), so /proc is mounted for it.
+mount -t proc proc "$rootfs/proc"
 chroot "$rootfs" java -version
+umount "$rootfs/proc"
 chroot "$rootfs" dpkg-query -W -f '${Package}\t${Version}\n' > "$work/packages.tsv"
 kernel=$(basename "$(ls "$rootfs"/boot/vmlinuz-* | sort -V | tail -1)")
 initrd="initrd.img-${kernel#vmlinuz-}"
