@@ -106,6 +106,15 @@ def test_status_lines_give_the_runtime_throughput():
     assert all(0 < i["avg_ms"] < 1000 for i in series if i["avg_ms"] is not None)
 
 
+def test_the_run_phase_starts_when_ycsb_starts_its_threads():
+    text = (CELL / "ycsb-run.stderr.tsv").read_text()
+    started = ycsb.test_started(text)
+    first_status = float(text.splitlines()[[i for i, l in enumerate(text.splitlines())
+                                            if " sec: " in l][0]].split("\t")[0])
+    assert started is not None and started <= first_status
+    assert ycsb.test_started("1.0\tYCSB Client 0.17.0\n") is None
+
+
 def test_status_line_oddities():
     tsv = "\n".join([
         "1.0\t2026-11-21 08:10:19:773 0 sec: 10 operations; \u221e current ops/sec; est "

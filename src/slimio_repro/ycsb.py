@@ -280,6 +280,16 @@ def parse_status(tsv_text: str) -> list[dict]:
     return out
 
 
+def test_started(tsv_text: str) -> float | None:
+    """When YCSB printed "Starting test." (its client threads start right after): the wall
+    time the phase's operations begin, after the JVM's start-up and the workload's setup."""
+    for row in tsv_text.splitlines():
+        t, _, text = row.partition("\t")
+        if text.strip() == "Starting test.":
+            return float(t)
+    return None
+
+
 def intervals(status: list[dict]) -> list[dict]:
     """Runtime throughput for the time series and figures: per status line, its time, the
     interval's ops/sec, and the mean latency of its operations in ms (count-weighted)."""
