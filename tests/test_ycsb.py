@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro import parse, paths, ycsb
+from slimio_repro import cells, parse, paths, ycsb
 
 CELL = CELL_FIXTURES / "bare-baseline-ycsb-a-periodical-r1"
 REFUSED = Path(__file__).parent / "fixtures" / "ycsb" / "refused-load.stdout.txt"
@@ -44,12 +44,7 @@ def test_the_workload_file_is_workload_a_at_the_papers_sizes():
         ("9000000", "115000000", "8")
     assert (props["fieldcount"], props["fieldlength"], props["redis.keylength"]) == \
         ("1", "2048", "8")
-    assert float(props["updateproportion"]) == ycsb_update_share()
-
-
-def ycsb_update_share():
-    from slimio_repro import cells
-    return cells.YCSB_A_UPDATE_PROPORTION
+    assert float(props["updateproportion"]) == cells.YCSB_A_UPDATE_PROPORTION
 
 
 def test_run_summary_per_operation():

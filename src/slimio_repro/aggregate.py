@@ -224,7 +224,7 @@ def paper_markdown(name: str, columns) -> str:
 
 def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: str,
                 notes: list[str], out_dir: Path, extra: list[str] = EXTRA_COLUMNS) -> pd.DataFrame:
-    sel = cells[cells.workload == workload] if "workload" in cells else cells.iloc[0:0]
+    sel = cells[cells.workload == workload]
     metrics = [m for m, _, _ in columns] + [m for m in extra if m not in
                                             {c for c, _, _ in columns}]
     summary = summarize(sel, metrics)

@@ -108,7 +108,8 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
         # The client runs where the server runs (in the guest on the vm testbed, as the
         # paper's clients did), over loopback.
         prov["ycsb"] = {"build": json.loads((ycsb_dir / "build.json").read_text()),
-                        "java": ycsb.java_version(), "client_host": _client_host(cell),
+                        "java": provenance.first_line(["java", "-version"]),
+                        "client_host": "guest" if cell.testbed == "vm" else "host",
                         "workload_file": str(ycsb_dir / ycsb.WORKLOAD_FILE)}
     commands, events, device = [], {}, {}
     servers: list[RedisServer] = []
@@ -218,10 +219,6 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     (partial / paths.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
-
-
-def _client_host(cell: cells.Cell) -> str:
-    return "guest" if cell.testbed == "vm" else "host"
 
 
 def run_ycsb(ycsb_dir: Path, port: int, workload: dict, partial: Path, commands: list,

@@ -180,10 +180,11 @@ def _ms(us) -> float | None:
     return us / 1000 if us is not None else None
 
 
-def ycsb_records(raw: Path, settings: dict, prov: dict) -> tuple[dict, list[dict]]:
+def ycsb_records(raw: Path, settings: dict,
+                 prov: dict) -> tuple[dict, list[dict], float | None]:
     """YCSB-A's numbers: the run phase's throughput and per-operation latencies (GET = READ,
-    SET = UPDATE, from YCSB's HdrHistogram), the load phase's, and the run phase's status
-    intervals. A phase with any operation that did not return OK is refused: a GET that
+    SET = UPDATE, from YCSB's HdrHistogram), the load phase's, the run phase's status
+    intervals, and when its operations began (:func:`ycsb.test_started`). A phase with any operation that did not return OK is refused: a GET that
     finds no value means the load or the server lost a record."""
     phases = {}
     for phase in ycsb.PHASES:
@@ -200,8 +201,8 @@ def ycsb_records(raw: Path, settings: dict, prov: dict) -> tuple[dict, list[dict
     run, load = phases["run"]["operations"], phases["load"]["operations"]
     get, put, ins = run.get("READ", {}), run.get("UPDATE", {}), load.get("INSERT", {})
     done = get.get("operations", 0) + put.get("operations", 0)
-    status_path = raw / paths.RAW_YCSB_STATUS.format(phase="run")
-    status = ycsb.parse_status(status_path.read_text())
+    status_text = (raw / paths.RAW_YCSB_STATUS.format(phase="run")).read_text()
+    status = ycsb.parse_status(status_text)
     info = _json(raw, paths.RAW_INFO_END)
     return {
         "clients": settings["threads"], "requests": settings["operations"],
@@ -223,7 +224,7 @@ def ycsb_records(raw: Path, settings: dict, prov: dict) -> tuple[dict, list[dict
         "ycsb_client_host": prov["ycsb"]["client_host"],
         "ycsb_core_version": prov["ycsb"]["build"]["ycsb_core_version"],
         "java_version": prov["ycsb"]["java"],
-    }, ycsb.intervals(status)
+    }, ycsb.intervals(status), ycsb.test_started(status_text)
 
 
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
@@ -240,11 +241,10 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     w0, w1 = events["workload"]["start_unix_s"], events["workload"]["end_unix_s"]
     workload_cfg = eff["config"]["workloads"][prov["cell"]["workload"]]
     if prov["cell"]["workload"] == "ycsb-a":
-        client, intervals = ycsb_records(raw, workload_cfg, prov)
+        client, intervals, started = ycsb_records(raw, workload_cfg, prov)
         # The run phase starts when YCSB starts its client threads, not when its JVM does:
         # under TCG the JVM takes seconds to get there, which are no part of the workload.
-        w0 = ycsb.test_started((raw / paths.RAW_YCSB_STATUS.format(phase="run")).read_text()) \
-            or w0
+        w0 = started or w0
     else:
         client, intervals = benchmark_records(raw, workload_cfg)
 

@@ -25,7 +25,8 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
 
 
-def _first_line(cmd: list[str]) -> str:
+def first_line(cmd: list[str]) -> str:
+    """The first line ``cmd`` prints (stdout, else stderr: `java -version`), or why not."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -73,25 +74,25 @@ def git() -> dict:
 def vm_tools() -> dict:
     """Versions of the vm testbed's host tools."""
     return {
-        "qemu": _first_line(["qemu-system-x86_64", "--version"]),
-        "libvirtd": _first_line(["libvirtd", "--version"]),
-        "virsh": _first_line(["virsh", "--version"]),
-        "vagrant": _first_line(["vagrant", "--version"]),
-        "vagrant-libvirt": _first_line(["dpkg-query", "-W", "-f", "${Version}",
+        "qemu": first_line(["qemu-system-x86_64", "--version"]),
+        "libvirtd": first_line(["libvirtd", "--version"]),
+        "virsh": first_line(["virsh", "--version"]),
+        "vagrant": first_line(["vagrant", "--version"]),
+        "vagrant-libvirt": first_line(["dpkg-query", "-W", "-f", "${Version}",
                                         "vagrant-libvirt"]),
-        "ansible-playbook": _first_line([str(Path(sys.executable).parent / "ansible-playbook"),
+        "ansible-playbook": first_line([str(Path(sys.executable).parent / "ansible-playbook"),
                                          "--version"]),
     }
 
 
 def tools(bin_dir: Path) -> dict:
     versions = {
-        "redis-server": _first_line([str(bin_dir / "redis-server"), "--version"]),
-        "redis-benchmark": _first_line([str(bin_dir / "redis-benchmark"), "--version"]),
-        "mkfs.ext4": _first_line(["mkfs.ext4", "-V"]),
-        "mkfs.f2fs": _first_line(["mkfs.f2fs", "-V"]),
-        "nvme-cli": _first_line(["nvme", "version"]),
-        "losetup": _first_line(["losetup", "--version"]),
+        "redis-server": first_line([str(bin_dir / "redis-server"), "--version"]),
+        "redis-benchmark": first_line([str(bin_dir / "redis-benchmark"), "--version"]),
+        "mkfs.ext4": first_line(["mkfs.ext4", "-V"]),
+        "mkfs.f2fs": first_line(["mkfs.f2fs", "-V"]),
+        "nvme-cli": first_line(["nvme", "version"]),
+        "losetup": first_line(["losetup", "--version"]),
         "kernel": platform.release(),
         "python": sys.version.split()[0],
     }

@@ -21,7 +21,6 @@ import hashlib
 import json
 import re
 import shutil
-import subprocess
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -116,22 +115,12 @@ def build(out_dir: Path, log_path: Path) -> dict:
         "jars": {j.name: _sha256(lib / j.name) for j in jars},
         "workload_file_sha256": _sha256(out_dir / WORKLOAD_FILE),
         "maven": buildmod.tool_version(["mvn", "-B", "--version"]),
-        "java": java_version(),
+        "java": buildmod.tool_version(["java", "-version"]),
         "build_time_s": round(time.monotonic() - t0, 1),
     }
     shutil.rmtree(src)
     (out_dir / "build.json").write_text(json.dumps(record, indent=2) + "\n")
     return record
-
-
-def java_version(java: str = "java") -> str:
-    """``java -version``'s first line (it prints to stderr), or "not installed"."""
-    try:
-        proc = subprocess.run([java, "-version"], capture_output=True, text=True)
-    except OSError:
-        return "not installed"
-    return (proc.stderr or proc.stdout).splitlines()[0].strip() if proc.returncode == 0 \
-        else "not installed"
 
 
 def command(ycsb_dir: Path, phase: str, port: int, workload: dict, hdr_prefix: Path,
