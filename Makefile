@@ -2,6 +2,7 @@
 #
 #   make reproduce   set up this host and run the main job (smoke profile by default)
 #   make test        set up this host and run the whole test suite (what .ci/run runs)
+#   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
 #
 # Needs Debian 12, root (loop devices, apt), make and python3. Everything else is installed
 # by `bootstrap` (a pinned virtualenv from PyPI) and `setup-host` (the Ansible playbook).
@@ -16,7 +17,7 @@ SNAKEMAKE_ARGS ?=
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host reproduce test lint
+.PHONY: bootstrap setup-host reproduce test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -40,6 +41,11 @@ reproduce: setup-host
 
 test: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests
+
+# The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build
+# (tests marked slow in tests/conftest.py are left out). Run `make setup-host` once first.
+test-fast: bootstrap
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra -m "not slow" tests
 
 lint: bootstrap
 	$(BIN)/snakemake --lint

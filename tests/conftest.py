@@ -22,11 +22,24 @@ CELL_FIXTURES = FIXTURES / "cells"
 VENV_BIN = Path(sys.executable).parent
 
 
+# The slow tier: modules that run VMs, Maven, Redis's own Tcl suites or the pipeline end to
+# end, and every test that needs a Redis build. `make test-fast` runs the rest (-m "not slow").
+SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_slimio_server", "test_ycsb_binding",
+                "test_redis_upstream"}
+SLOW_FIXTURES = {"redis_bin", "slimio_bin"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+
+
 def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
                 rewrite_percentage: int = 100):
     """A redis-server of ``bin_dir`` on a free port with its data, conf and log in
     ``directory``; started (shut it down with ``.shutdown()``)."""
-    from slimio_repro.server import RedisServer, free_port, render_conf
+    from slimio_repro.guest.server import RedisServer, free_port, render_conf
     port = free_port()
     render_conf(directory / "redis.conf", port=port, data_dir=directory,
                 log_file=directory / "redis.log", appendfsync=appendfsync,
@@ -37,9 +50,21 @@ def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
     return server
 
 
+def plan_of(overrides: dict | None = None, configfiles=None):
+    """The plan of config/config.yaml (then ``configfiles``) with ``overrides`` merged over."""
+    from slimio_repro import plan as planmod
+    files = [paths.CONFIG_DIR / "config.yaml", *(configfiles or [])]
+    return planmod.make(planmod.load(files, overrides))
+
+
+def cell_plan(cell_id: str, overrides: dict | None = None, configfiles=None):
+    """One cell's plan (see :func:`plan_of`)."""
+    return plan_of(overrides, configfiles).cell(cell_id)
+
+
 @pytest.fixture
 def default_config() -> dict:
-    from slimio_repro import config as configmod
+    from slimio_repro import plan as configmod
     return configmod.load([paths.CONFIG_DIR / "config.yaml"])
 
 
@@ -62,7 +87,7 @@ def snakemake(*args: str, cwd: Path = REPO, check: bool = False) -> subprocess.C
 
 def built(system: str) -> Path:
     """The ``system``'s binaries, built by the pipeline's own rule (cached in build/)."""
-    from slimio_repro import config as configmod
+    from slimio_repro import plan as configmod
     version = configmod.load([paths.CONFIG_DIR / "config.yaml"])["redis"]["version"]
     bin_dir = REPO / "build" / paths.REDIS_BUILD_PATTERN.format(system=system,
                                                                  version=version) / "bin"

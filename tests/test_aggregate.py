@@ -5,7 +5,8 @@ import json
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro import aggregate, parse
+from slimio_repro.aggregate import tables as aggregate
+from slimio_repro.parse import cell as parse
 
 
 @pytest.fixture
@@ -302,7 +303,7 @@ def test_ratios_include_slimio_without_fdp_and_waf(vm_records, tmp_path):
 
 
 def test_runtime_rps_figures_need_all_their_systems():
-    from slimio_repro.cells import Cell
+    from slimio_repro.guest import Cell
     cells = [Cell(t, s, "redis-benchmark", p, r) for t in ("bare", "vm")
              for s in ("slimio", "baseline") for p in ("always", "periodical") for r in (1, 2)]
     assert aggregate.runtime_rps_figure_cells(cells, "fig4_runtime_rps") == []

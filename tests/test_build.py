@@ -3,7 +3,9 @@ count of upstream lines it touches."""
 
 import pytest
 
-from slimio_repro import build, paths, sources
+from slimio_repro.build import redis as build
+from slimio_repro import paths
+from slimio_repro.build import sources
 
 # A git format-patch style patch, written for this test: a commit message whose lines start
 # with '-' and '+', a diffstat, two files, a removed line that itself starts with "--", a

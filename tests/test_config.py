@@ -2,7 +2,10 @@
 
 import pytest
 
-from slimio_repro import cells, config as configmod, paths
+from slimio_repro.guest import Cell, Placement, build_system
+from slimio_repro.plan import sizing as cells
+from slimio_repro import plan as configmod
+from slimio_repro import paths
 
 PROFILES = ["smoke", "ci", "paper"]
 
@@ -11,7 +14,13 @@ def load(*overrides: dict) -> dict:
     cfg = configmod.load_yaml(paths.CONFIG_DIR / "config.yaml")
     for o in overrides:
         cfg = configmod.merge(cfg, o)
-    return configmod.validate(cfg)
+    cfg = configmod.validate(cfg)
+    configmod.make(cfg, host=BIG_HOST)
+    return cfg
+
+
+# A host the paper profile fits (12 cores, 64 GiB, KVM): the plan checks this host otherwise.
+BIG_HOST = configmod.Host(cpus=12, memory_mb=65536, kvm_device=True, accel_verdict="kvm")
 
 
 @pytest.mark.parametrize("profile", PROFILES)
@@ -34,7 +43,7 @@ def test_paper_profile_has_the_papers_parameters():
 def test_defaults_come_from_the_schema():
     cfg = configmod.validate({})
     assert cfg["matrix"]["policies"] == ["periodical", "always"]
-    assert cfg["workloads"]["redis-benchmark"]["requests"] == 28_000_000
+    assert cfg["workloads"]["redis-benchmark"]["requests"] == 60_000
     assert cfg["server"]["sampler_interval_s"] == 0.5
 
 
@@ -75,18 +84,18 @@ def test_missing_config_file_is_named(tmp_path):
 
 
 def test_matrix_expands_to_one_cell_per_repetition(default_config):
-    got = cells.expand(default_config)
+    got = configmod.make(default_config).matrix
     m = default_config["matrix"]
     assert len(got) == (len(m["testbeds"]) * len(m["systems"]) * len(m["workloads"])
                         * len(m["policies"]) * m["repetitions"])
     assert len({c.id for c in got}) == len(got)
     for c in got:
-        assert cells.Cell.from_id(c.id) == c
+        assert Cell.from_id(c.id) == c
 
 
 def test_bad_cell_id_is_rejected():
     with pytest.raises(ValueError, match="is not a cell id"):
-        cells.Cell.from_id("bare-baseline-fio-periodical-r1")
+        Cell.from_id("bare-baseline-fio-periodical-r1")
 
 
 def test_command_line_strings_are_coerced_to_the_schema_types():
@@ -109,7 +118,8 @@ def test_every_profile_runs_all_three_systems(profile):
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
     assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp"]
-    assert {c.system for c in cells.expand(cfg)} == {"baseline", "slimio", "slimio-nofdp"}
+    plan = configmod.make(cfg, host=BIG_HOST, check_sources=False)
+    assert {c.system for c in plan.matrix} == {"baseline", "slimio", "slimio-nofdp"}
 
 
 def test_schema_accepts_slimio_and_fills_its_section():
@@ -129,15 +139,19 @@ def test_unknown_system_is_named_with_the_allowed_ones():
 
 
 def test_slimio_backend_resolves_per_testbed_and_nofdp_has_no_placement():
-    cfg = load({})
-    assert cells.slimio_backend(cfg, "vm") == "nvme" and cells.slimio_backend(cfg, "bare") == "file"
-    assert cells.slimio_settings(cfg, "slimio", "vm")["placement_ids"] == \
-        {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
-    assert cells.slimio_settings(cfg, "slimio-nofdp", "vm")["placement_ids"] == \
-        {"wal": -1, "wal_snapshot": -1, "on_demand": -1}
-    assert cells.build_system("slimio-nofdp") == "slimio"
-    forced = load({"slimio": {"backend": "file"}})
-    assert cells.slimio_backend(forced, "vm") == "file"
+    plan = configmod.make(load({"matrix": {"testbeds": ["vm"]}}))
+    assert plan.cell("vm-slimio-redis-benchmark-periodical-r1").slimio.backend == "nvme"
+    assert plan.cell("vm-slimio-redis-benchmark-periodical-r1").slimio.placement_ids == \
+        Placement(wal=1, wal_snapshot=3, on_demand=2)
+    assert plan.cell("vm-slimio-nofdp-ycsb-a-always-r2").slimio.placement_ids == \
+        Placement(-1, -1, -1)
+    assert build_system("slimio-nofdp") == "slimio"
+    bare = configmod.make(load({"matrix": {"testbeds": ["bare"],
+                                           "systems": ["baseline", "slimio"]}}))
+    assert bare.cell("bare-slimio-redis-benchmark-always-r1").slimio.backend == "file"
+    assert bare.cell("bare-baseline-redis-benchmark-always-r1").slimio is None
+    forced = configmod.make(load({"slimio": {"backend": "file"}}))
+    assert forced.cell("vm-slimio-ycsb-a-always-r1").slimio.backend == "file"
 
 
 def test_slimio_nofdp_on_bare_is_refused():
@@ -168,6 +182,8 @@ def test_explicit_image_too_small_for_the_slimio_device_is_named():
     with pytest.raises(configmod.ConfigError,
                        match=r"testbeds\.bare\.image_size_mb: 128 MiB cannot hold SlimIO's "
                              r"\d+ MiB device file"):
-        load({"testbeds": {"bare": {"image_size_mb": 128}}})
+        load({"testbeds": {"bare": {"image_size_mb": 128}},
+              "matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"]}})
     # The same image is fine for a baseline-only matrix.
-    load({"testbeds": {"bare": {"image_size_mb": 128}}, "matrix": {"systems": ["baseline"]}})
+    load({"testbeds": {"bare": {"image_size_mb": 128}},
+          "matrix": {"testbeds": ["bare"], "systems": ["baseline"]}})

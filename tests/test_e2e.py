@@ -2,14 +2,21 @@
 redis-benchmark, real ext4 on a loop device). Needs root."""
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from conftest import require_root, snakemake, start_redis
-from slimio_repro import benchmark, cell, cells, config as configmod, paths
+from conftest import plan_of, require_root, snakemake, start_redis
+from slimio_repro.guest import Cell, RedisBenchmark
+from slimio_repro.guest import layout
+from slimio_repro.guest import benchmark
+from slimio_repro.guest import cell
+from slimio_repro.plan import sizing as cells
+from slimio_repro import plan as configmod
+from slimio_repro import paths
 
 pytestmark = pytest.mark.e2e
 
@@ -25,9 +32,9 @@ def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
     server = start_redis(redis_bin, tmp_path)
     port = server.port
     try:
-        cmd = benchmark.command(redis_bin, port, {
-            "clients": 10, "requests": 3000, "keyspace": 500, "value_size_bytes": 100,
-            "key_size_bytes": 8, "pipeline": 4, "threads": 0})
+        cmd = benchmark.command(redis_bin, port, RedisBenchmark(
+            clients=10, requests=3000, keyspace=500, value_size_bytes=100,
+            key_size_bytes=8, pipeline=4, threads=0, on_demand_snapshot=False))
         benchmark.run(cmd, tmp_path / "b.tsv", tmp_path / "b.err", 120)
         out = benchmark.parse((tmp_path / "b.tsv").read_text())
         assert out["requests_completed"] == 3000 and out["p999_ms"] > 0
@@ -45,23 +52,26 @@ def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
 
 def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
     require_root()
-    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"], {
-        "results_dir": str(tmp_path),
-        "workloads": {"redis-benchmark": {"requests": 2000, "keyspace": 500,
-                                          "timeout_s": 0.001}}})
-    c = cells.Cell("bare", "baseline", "redis-benchmark", "periodical", 1)
-    out = paths.Paths.from_config(cfg).cell_raw(c)
+    overrides = {"results_dir": str(tmp_path),
+                 "matrix": {"testbeds": ["bare"], "systems": ["baseline"]},
+                 "workloads": {"redis-benchmark": {"requests": 2000, "keyspace": 500,
+                                                   "timeout_s": 0.001}}}
+    plan = plan_of(overrides)
+    c = Cell("bare", "baseline", "redis-benchmark", "periodical", 1)
+    out = paths.Paths(plan.results_dir, plan.build_dir).cell_raw(c)
     with pytest.raises(benchmark.BenchmarkError, match="timeout_s"):
-        cell.run(c, cfg, out, redis_bin)
+        cell.run(plan.cell(c), out)
     assert not out.exists()
     partial = out.with_name(out.name + ".partial")
     assert not (partial / "fs.img").exists()
     assert str(partial) not in Path("/proc/mounts").read_text()
-    cfg["workloads"]["redis-benchmark"]["timeout_s"] = 600
-    cell.run(c, cfg, out, redis_bin)
-    assert (out / paths.RAW_COMPLETE).exists() and not partial.exists()
+    overrides["workloads"]["redis-benchmark"]["timeout_s"] = 600
+    again = plan_of(overrides).cell(c)
+    assert again.sha256() == plan.cell(c).sha256(), "a timeout must not make a cell stale"
+    cell.run(again, out)
+    assert (out / layout.RAW_COMPLETE).exists() and not partial.exists()
     with pytest.raises(cell.CellError, match="refusing to overwrite"):
-        cell.run(c, cfg, out, redis_bin)
+        cell.run(again, out)
 
 
 def reproduce_tiny(results: Path, matrix: str) -> pd.DataFrame:
@@ -104,7 +114,7 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
         # The paper takes an On-Demand-Snapshot after redis-benchmark, not after YCSB-A.
         assert record["on_demand_snapshot_count"] == (record["workload"] == "redis-benchmark")
         raw = results / "raw" / record["cell_id"]
-        prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+        prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
         assert prov["redis_build"]["source_sha256"].startswith("4b1dc4ee")
         assert prov["redis_build"]["benchmark_patch_series_sha256"]
         assert prov["storage"]["filesystem"] == "ext4" and prov["git"]["commit"]
@@ -118,6 +128,22 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
     again = snakemake("-n", "--cores", "all", "reproduce", "--config",
                       f"results_dir={results}", BASELINE_ONLY, *TINY)
     assert "Nothing to be done" in again.stdout + again.stderr
+
+    # Each cell keeps the plan it ran with; changing one workload's parameter makes exactly
+    # that workload's cells stale, and the dry run says why.
+    plan = json.loads((results / "raw" / "bare-baseline-ycsb-a-always-r1" / "plan.json")
+                      .read_text())
+    assert plan["workload"]["records"] == 20000 and plan["cell"]["policy"] == "always"
+    changed = [t.replace("requests: 300000", "requests: 300001") for t in TINY]
+    rerun = snakemake("-n", "--cores", "all", "run_matrix", "--config",
+                      f"results_dir={results}", BASELINE_ONLY, *changed)
+    out = rerun.stdout + rerun.stderr
+    assert rerun.returncode == 0, out
+    assert re.search(r"^run_cell\s+2$", out, re.M), out
+    assert "Params have changed since last execution" in out
+    planned = set(re.findall(r"raw/(bare-\S+-r1)$", out, re.M))
+    assert planned == {"bare-baseline-redis-benchmark-periodical-r1",
+                       "bare-baseline-redis-benchmark-always-r1"}, planned
 
 
 def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
@@ -151,18 +177,18 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
         assert record["slimio_recovery_bytes"] == record["recovery_bytes"] > 0
         assert record["slimio_recovery_time_s"] > 0 and record["slimio_recovery_mb_s"] > 0
         raw = results / "raw" / record["cell_id"]
-        conf = (raw / paths.RAW_REDIS_CONF).read_text()
+        conf = (raw / layout.RAW_REDIS_CONF).read_text()
         assert "slimio-format never" in conf and "slimio-backend file" in conf
-        assert (raw / paths.RAW_SLIMIO_INFO_END).read_text().startswith("# ")
-        formatted = json.loads((raw / paths.RAW_SLIMIO_INSPECT_BEFORE).read_text())
-        after = json.loads((raw / paths.RAW_SLIMIO_INSPECT_AFTER).read_text())
+        assert (raw / layout.RAW_SLIMIO_INFO_END).read_text().startswith("# ")
+        formatted = json.loads((raw / layout.RAW_SLIMIO_INSPECT_BEFORE).read_text())
+        after = json.loads((raw / layout.RAW_SLIMIO_INSPECT_AFTER).read_text())
         assert formatted["wal_generations"] == [] and after["wal_generations"]
         assert after["format_id"] == formatted["format_id"]
         assert {s["role"] for s in after["slots"] if s["valid"]} >= {"wal-snapshot",
                                                                      "on-demand"}
-        device = json.loads((raw / paths.RAW_DEVICE_STATS).read_text())
+        device = json.loads((raw / layout.RAW_DEVICE_STATS).read_text())
         assert device["data_dir_bytes"] < 1 << 20, "SlimIO must not write the AOF or RDB files"
-        prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+        prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
         assert prov["redis_build"]["slimio_patch_series"] == "7.0"
         assert prov["redis_build"]["slimio_patch_lines_touched"]["total"] > 0
         assert prov["storage"]["slimio"]["device_bytes"] == record["slimio_device_bytes"]
@@ -182,7 +208,7 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
         raw = results / "raw" / record["cell_id"]
         for hdr in ("ycsb-load-INSERT.hdr", "ycsb-run-READ.hdr", "ycsb-run-UPDATE.hdr"):
             assert (raw / hdr).stat().st_size > 0, hdr
-        argv = [c["argv"] for c in json.loads((raw / paths.RAW_COMMANDS).read_text())
+        argv = [c["argv"] for c in json.loads((raw / layout.RAW_COMMANDS).read_text())
                 if c["what"] == "ycsb run"][0]
         assert "site.ycsb.db.redisstring.RedisStringClient" in argv
     ycsb_ratios = pd.read_csv(results / "tables" / "table4_ratios.csv")

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from slimio_repro import fdp
-from slimio_repro.fdp import FdpError
+from slimio_repro.guest import fdp
+from slimio_repro.guest.fdp import FdpError
 
 VM = FIXTURES / "vm"
 

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro import fio, sources
+from slimio_repro.build import fio
+from slimio_repro.build import sources
 
 
 def _fake_fio(tmp_path: Path, version_line: str, engine_rc: int = 0) -> Path:

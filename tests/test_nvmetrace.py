@@ -14,8 +14,9 @@ import sys
 import pytest
 
 from conftest import FIXTURES
-from slimio_repro import nvmetrace
-from slimio_repro.nvmetrace import NvmeCommand, TraceError
+from slimio_repro.guest import layout
+from slimio_repro.parse import nvmetrace
+from slimio_repro.parse.nvmetrace import NvmeCommand, TraceError
 
 TRACE = FIXTURES / "vm" / "nvme-trace-f2fs-passthru.txt"
 LBA = 4096
@@ -181,7 +182,7 @@ def test_bad_lba_size_is_refused():
 
 
 def test_cli_prints_json():
-    proc = subprocess.run([sys.executable, "-m", "slimio_repro.nvmetrace", "summarize",
+    proc = subprocess.run([sys.executable, "-m", "slimio_repro.parse.nvmetrace", "summarize",
                            str(TRACE), "--lba-size", "4096"],
                           capture_output=True, text=True, check=True)
     assert json.loads(proc.stdout) == nvmetrace.summarize(TRACE, LBA)

@@ -7,14 +7,18 @@ import pandas as pd
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro import benchmark, parse, paths, redislog
+from slimio_repro.guest import layout
+from slimio_repro.guest import benchmark
+from slimio_repro.parse import cell as parse
+from slimio_repro import paths
+from slimio_repro.guest import redislog
 
 PERIODICAL = CELL_FIXTURES / "bare-baseline-redis-benchmark-periodical-r1"
 ALWAYS = CELL_FIXTURES / "bare-baseline-redis-benchmark-always-r1"
 
 
 def test_benchmark_summary_and_exact_p999():
-    out = benchmark.parse((PERIODICAL / paths.RAW_BENCHMARK).read_text())
+    out = benchmark.parse((PERIODICAL / layout.RAW_BENCHMARK).read_text())
     assert out["test"] == "SET"
     assert out["requests_completed"] == 40000
     assert out["clients"] == 50 and out["payload_bytes"] == 4096
@@ -24,7 +28,7 @@ def test_benchmark_summary_and_exact_p999():
 
 
 def test_benchmark_intervals_are_timestamped_and_ordered():
-    out = benchmark.parse((ALWAYS / paths.RAW_BENCHMARK).read_text())
+    out = benchmark.parse((ALWAYS / layout.RAW_BENCHMARK).read_text())
     times = [i["t_unix_s"] for i in out["intervals"]]
     assert len(times) >= 3
     assert times == sorted(times)
@@ -33,21 +37,21 @@ def test_benchmark_intervals_are_timestamped_and_ordered():
 
 
 def test_unpatched_benchmark_output_is_refused():
-    text = (PERIODICAL / paths.RAW_BENCHMARK).read_text()
+    text = (PERIODICAL / layout.RAW_BENCHMARK).read_text()
     stock = "\n".join(l for l in text.splitlines() if "p99.9" not in l)
     with pytest.raises(benchmark.BenchmarkError, match="patched redis-benchmark"):
         benchmark.parse(stock)
 
 
 def test_unfinished_benchmark_output_is_refused():
-    text = (PERIODICAL / paths.RAW_BENCHMARK).read_text()
+    text = (PERIODICAL / layout.RAW_BENCHMARK).read_text()
     head = "\n".join(text.splitlines()[:3])
     with pytest.raises(benchmark.BenchmarkError, match="did not finish"):
         benchmark.parse(head)
 
 
 def test_redis_log_snapshots():
-    snaps = redislog.snapshots((ALWAYS / paths.RAW_REDIS_LOG).read_text())
+    snaps = redislog.snapshots((ALWAYS / layout.RAW_REDIS_LOG).read_text())
     kinds = [s["kind"] for s in snaps]
     assert kinds == ["wal_snapshot", "wal_snapshot", "on_demand_snapshot"]
     assert all(s["ok"] and 0 < s["duration_s"] < 60 for s in snaps)
@@ -63,7 +67,7 @@ def test_redis_log_failed_rewrite_is_reported_not_counted():
 
 
 def test_redis_log_load_times():
-    loads = redislog.load_times((PERIODICAL / paths.RAW_RECOVERY_LOG).read_text())
+    loads = redislog.load_times((PERIODICAL / layout.RAW_RECOVERY_LOG).read_text())
     assert loads["append only file"] == pytest.approx(0.135)
     assert any(k.startswith("base file") for k in loads)
 
@@ -102,7 +106,7 @@ def test_parse_cell_record(fixture_cell):
 
 
 def test_incomplete_cell_is_refused(fixture_cell):
-    (fixture_cell / paths.RAW_COMPLETE).unlink()
+    (fixture_cell / layout.RAW_COMPLETE).unlink()
     with pytest.raises(parse.ParseError, match="not a complete cell"):
         parse.parse_cell(fixture_cell)
 
@@ -133,12 +137,12 @@ def test_info_fields_of_a_raw_info_reply():
 def slimio_cell(fixture_cell):
     """The periodical baseline fixture relabelled as a slimio cell, with the SlimIO recovery
     outputs above added: a derived input for the parser's slimio path only."""
-    prov = json.loads((fixture_cell / paths.RAW_PROVENANCE).read_text())
+    prov = json.loads((fixture_cell / layout.RAW_PROVENANCE).read_text())
     prov["cell"]["system"] = "slimio"
-    (fixture_cell / paths.RAW_PROVENANCE).write_text(json.dumps(prov))
-    with open(fixture_cell / paths.RAW_RECOVERY_LOG, "a") as fh:
+    (fixture_cell / layout.RAW_PROVENANCE).write_text(json.dumps(prov))
+    with open(fixture_cell / layout.RAW_RECOVERY_LOG, "a") as fh:
         fh.write(SLIMIO_LOG_LINE)
-    (fixture_cell / paths.RAW_SLIMIO_INFO_RECOVERY).write_text(SLIMIO_INFO)
+    (fixture_cell / layout.RAW_SLIMIO_INFO_RECOVERY).write_text(SLIMIO_INFO)
     return fixture_cell
 
 
@@ -154,20 +158,20 @@ def test_parse_slimio_cell_records_slimio_recovery(slimio_cell):
 
 
 def test_slimio_cell_without_its_recovery_line_is_refused(slimio_cell):
-    log = (slimio_cell / paths.RAW_RECOVERY_LOG).read_text()
-    (slimio_cell / paths.RAW_RECOVERY_LOG).write_text(log.replace("SlimIO recovery", "x"))
+    log = (slimio_cell / layout.RAW_RECOVERY_LOG).read_text()
+    (slimio_cell / layout.RAW_RECOVERY_LOG).write_text(log.replace("SlimIO recovery", "x"))
     with pytest.raises(parse.ParseError, match="has no 'SlimIO recovery: loaded"):
         parse.parse_cell(slimio_cell)
 
 
 def test_slimio_cell_whose_log_and_info_disagree_is_refused(slimio_cell):
-    (slimio_cell / paths.RAW_SLIMIO_INFO_RECOVERY).write_text(
+    (slimio_cell / layout.RAW_SLIMIO_INFO_RECOVERY).write_text(
         SLIMIO_INFO.replace("84930642", "84930000"))
     with pytest.raises(parse.ParseError, match="contradicts itself"):
         parse.parse_cell(slimio_cell)
 
 
 def test_slimio_cell_without_info_slimio_is_refused(slimio_cell):
-    (slimio_cell / paths.RAW_SLIMIO_INFO_RECOVERY).unlink()
+    (slimio_cell / layout.RAW_SLIMIO_INFO_RECOVERY).unlink()
     with pytest.raises(parse.ParseError, match="info-slimio-after-recovery.txt"):
         parse.parse_cell(slimio_cell)

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro import parse, plot
+from slimio_repro.parse import cell as parse
+from slimio_repro.aggregate import plot
 
 
 @pytest.fixture

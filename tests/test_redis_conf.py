@@ -1,13 +1,16 @@
 """redis.conf of a cell: the slimio-* options appear for system slimio only, and everything
 else is the same for both systems."""
 
+import dataclasses
 import difflib
 from pathlib import Path
 
 import pytest
 
-from slimio_repro import cells, slimio
-from slimio_repro.server import render_conf
+from conftest import cell_plan
+from slimio_repro.plan import sizing as cells
+from slimio_repro.guest import Placement, slimio
+from slimio_repro.guest.server import render_conf
 
 COMMON = dict(port=6390, data_dir="/mnt/data", log_file="/raw/redis.log",
               appendfsync="everysec", auto_aof_rewrite_percentage=1,
@@ -31,9 +34,10 @@ def directives(text: str) -> dict:
 
 @pytest.fixture
 def rendered(default_config, tmp_path):
-    layout = slimio.sizes(default_config)
-    block = slimio.conf_block(cells.slimio_settings(default_config, "slimio", "bare"),
-                              Path("/mnt/slimio.dev"), layout)
+    plan = cell_plan("bare-slimio-redis-benchmark-periodical-r1",
+                     {"matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"]}})
+    layout = plan.slimio.layout()
+    block = slimio.conf_block(plan.slimio, Path("/mnt/slimio.dev"))
     base = render_conf(tmp_path / "baseline.conf", **COMMON)
     slim = render_conf(tmp_path / "slimio.conf", slimio_block=block, **COMMON)
     return base, slim, layout
@@ -68,9 +72,9 @@ def test_the_slimio_block_is_the_only_difference(rendered):
     assert slim.startswith(base)
 
 
-def test_no_placement_and_sqpoll_render(default_config):
-    s = dict(default_config["slimio"], sqpoll=True,
-             placement_ids={"wal": -1, "wal_snapshot": -1, "on_demand": 0})
-    d = directives(slimio.conf_block(s, Path("/d"), slimio.sizes(default_config)))
+def test_no_placement_and_sqpoll_render():
+    plan = cell_plan("vm-slimio-redis-benchmark-periodical-r1")
+    s = dataclasses.replace(plan.slimio, sqpoll=True, placement_ids=Placement(-1, -1, 0))
+    d = directives(slimio.conf_block(s, Path("/d")))
     assert d["slimio-sqpoll"] == "yes" and d["slimio-placement-wal"] == "-1"
     assert d["slimio-placement-on-demand"] == "0"

@@ -19,7 +19,9 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, snakemake
-from slimio_repro import build, paths, sources
+from slimio_repro.build import redis as build
+from slimio_repro import paths
+from slimio_repro.build import sources
 
 UNITS = ["integration/aof", "integration/aof-multi-part", "integration/rdb"]
 

@@ -12,7 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro import fdp, paths, roofline
+from slimio_repro.guest import layout
+from slimio_repro.guest import fdp
+from slimio_repro import paths
+from slimio_repro.guest import roofline
 
 VM_FIXTURES = Path(__file__).parent / "fixtures" / "vm"
 FIO_REPORT = VM_FIXTURES / "fio-roofline.json"
@@ -149,8 +152,8 @@ def test_run_writes_fios_report_and_the_summary(tmp_path, monkeypatch, char_devi
     monkeypatch.setenv("REPORT", str(FIO_REPORT))
     out = tmp_path / "raw"
     summary = roofline.run(str(fake), "/dev/ng0n1", out, **JOB)
-    assert (out / paths.RAW_FIO_ROOFLINE).read_text() == FIO_REPORT.read_text()
-    record = json.loads((out / paths.RAW_ROOFLINE).read_text())
+    assert (out / layout.RAW_FIO_ROOFLINE).read_text() == FIO_REPORT.read_text()
+    record = json.loads((out / layout.RAW_ROOFLINE).read_text())
     assert record["command"][0] == str(fake) and "--filename=/dev/ng0n1" in record["command"]
     assert {k: record[k] for k in summary} == summary and record["device"] == "/dev/ng0n1"
 

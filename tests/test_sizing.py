@@ -2,7 +2,9 @@
 
 import pytest
 
-from slimio_repro import cells, config as configmod, paths
+from slimio_repro.plan import sizing as cells
+from slimio_repro import plan as configmod
+from slimio_repro import paths
 
 
 def simulate_rewrites(total_wal: int, dataset: int, min_size: int, percentage: int) -> int:
@@ -174,8 +176,8 @@ def test_device_size_matches_slimio_admin_layout(slimio_admin, tmp_path, wal_mb,
 
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
 def test_slimio_layout_of_every_workload_fits_the_profiles_device(profile):
-    from slimio_repro import vm
+    from slimio_repro.testbed import vm
     cfg = profile_config(profile)
-    capacity = vm.load_device_profile(cfg["testbeds"]["vm"]["device_profile"])["capacity_gib"]
+    capacity = configmod.load_device_profile(cfg["testbeds"]["vm"]["device_profile"]).capacity_gib
     for workload in cfg["matrix"]["workloads"]:
         assert cells.slimio_device_bytes(cfg, workload) <= capacity << 30, workload

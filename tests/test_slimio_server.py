@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from slimio_repro.server import RedisServer, ServerError, free_port
+from slimio_repro.guest.server import RedisServer, ServerError, free_port
 
 MIB = 1024 * 1024
 # Set in a guest only (see the module docstring).

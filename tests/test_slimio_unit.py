@@ -12,7 +12,7 @@ import subprocess
 import pytest
 
 from slimio_repro import paths
-from slimio_repro.server import RedisServer, free_port, render_conf
+from slimio_repro.guest.server import RedisServer, free_port, render_conf
 
 
 @pytest.mark.parametrize("target", ["test", "test-asan"])

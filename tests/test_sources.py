@@ -2,7 +2,8 @@
 
 import pytest
 
-from slimio_repro import build, sources
+from slimio_repro.build import redis as build
+from slimio_repro.build import sources
 
 
 @pytest.fixture

@@ -4,18 +4,23 @@ import json
 
 import pytest
 
-from slimio_repro import accel, box, cells, config as configmod, paths, vm
+from slimio_repro.testbed import accel
+from slimio_repro.testbed import box
+from slimio_repro.plan import sizing as cells
+from slimio_repro import plan as configmod
+from slimio_repro import paths
+from slimio_repro.testbed import vm
 
 
 def test_every_shipped_profile_loads():
     names = sorted(p.stem for p in paths.FEMU_DIR.glob("*.yaml"))
     assert {"qemu-fdp-smoke", "qemu-nofdp-smoke", "qemu-fdp-paper", "femu-fdp-paper"} <= set(names)
     for name in names:
-        assert vm.load_device_profile(name)["capacity_gib"] > 0
+        assert configmod.load_device_profile(name).capacity_gib > 0
 
 
 def test_fdp_profile_becomes_qemu_nvme_fdp_options(tmp_path):
-    args = vm.device_qemu_args(vm.load_device_profile("qemu-fdp-smoke"), tmp_path / "n.img")
+    args = vm.device_qemu_args(configmod.load_device_profile("qemu-fdp-smoke"), tmp_path / "n.img")
     joined = " ".join(args)
     assert "nvme-subsys,id=slimio-subsys,fdp=on,fdp.runs=64M,fdp.nrg=1,fdp.nruh=8" in joined
     # libvirt puts its own devices on the first free PCI slots: the controller's is fixed.
@@ -25,17 +30,17 @@ def test_fdp_profile_becomes_qemu_nvme_fdp_options(tmp_path):
 
 
 def test_profile_without_fdp_has_no_placement_options(tmp_path):
-    joined = " ".join(vm.device_qemu_args(vm.load_device_profile("qemu-nofdp-smoke"),
+    joined = " ".join(vm.device_qemu_args(configmod.load_device_profile("qemu-nofdp-smoke"),
                                           tmp_path / "nvme.img"))
     assert "fdp" not in joined.replace(str(tmp_path), "") and "nvme-ns,drive=slimio-nvm,nsid=1" in joined
 
 
 def test_paper_profiles_have_the_papers_geometry():
     for name in ("qemu-fdp-paper", "femu-fdp-paper"):
-        p = vm.load_device_profile(name)
-        assert (p["capacity_gib"], p["reclaim_unit_handles"], p["reclaim_unit_size_mib"]) == \
+        p = configmod.load_device_profile(name)
+        assert (p.capacity_gib, p.reclaim_unit_handles, p.reclaim_unit_size_mib) == \
             (180, 8, 1024)
-    femu = vm.device_qemu_args(vm.load_device_profile("femu-fdp-paper"), None)
+    femu = vm.device_qemu_args(configmod.load_device_profile("femu-fdp-paper"), None)
     assert femu[0] == "-device" and femu[1].startswith("femu,devsz_mb=184320,")
 
 
@@ -52,13 +57,13 @@ def test_paper_profiles_have_the_papers_geometry():
 def test_bad_profiles_are_refused_naming_the_problem(tmp_path, text, message):
     f = tmp_path / "p.yaml"
     f.write_text(text)
-    with pytest.raises(vm.VmError, match=message):
-        vm.load_device_profile(str(f))
+    with pytest.raises(configmod.ConfigError, match=message):
+        configmod.load_device_profile(str(f))
 
 
 def test_unknown_profile_lists_the_known_ones():
-    with pytest.raises(vm.VmError, match="known: .*qemu-fdp-smoke"):
-        vm.load_device_profile("nope")
+    with pytest.raises(configmod.ConfigError, match="known profiles: .*qemu-fdp-smoke"):
+        configmod.load_device_profile("nope")
 
 
 def _config(**vm_settings):
@@ -68,29 +73,32 @@ def _config(**vm_settings):
 
 def test_tcg_spec_asks_qemu_for_its_max_cpu(tmp_path):
     cfg = _config(accel="tcg")
-    c = cells.Cell("vm", "baseline", "redis-benchmark", "periodical", 1)
-    profile = vm.load_device_profile(cfg["testbeds"]["vm"]["device_profile"])
-    spec = vm.spec(cfg, c, tmp_path, "slimio-repro-x", tmp_path / "b.box", profile)
+    plan = configmod.make(cfg).cell("vm-baseline-redis-benchmark-periodical-r1")
+    spec = vm.spec(plan, tmp_path, "slimio-repro-x", tmp_path / "b.box")
     assert spec["accel"] == "tcg" and spec["qemu_args"][-2:] == ["-cpu", "max"]
     assert spec["cpus"] == 2 and spec["memory_mb"] == 4096
     assert spec["ssh_private_key"] == str(tmp_path / "b.box") + ".key"
-    kvm = vm.spec(_config(accel="kvm"), c, tmp_path, "b", tmp_path / "b.box", profile)
+    kvm = vm.spec(configmod.make(_config(accel="kvm")).cell(plan.id), tmp_path, "b",
+                  tmp_path / "b.box")
     assert "-cpu" not in kvm["qemu_args"]
 
 
 def test_femu_without_kvm_is_refused(tmp_path):
     cfg = _config(accel="tcg", device_profile="femu-fdp-paper")
-    c = cells.Cell("vm", "baseline", "redis-benchmark", "periodical", 1)
-    with pytest.raises(vm.VmError, match="needs FEMU, which needs KVM"):
-        vm.spec(cfg, c, tmp_path, "b", tmp_path / "b.box",
-                vm.load_device_profile("femu-fdp-paper"))
+    with pytest.raises(configmod.ConfigError, match="FEMU, which needs KVM"):
+        configmod.make(cfg)
 
 
 def test_guest_config_points_at_the_box_and_says_whether_there_is_fdp():
     cfg = _config()
-    g = vm.guest_config(cfg, vm.load_device_profile("qemu-nofdp-smoke"))
-    assert g["build_dir"] == vm.GUEST_BUILD_DIR and g["testbeds"]["vm"]["fdp"] is False
-    assert "fdp" not in cfg["testbeds"]["vm"], "the host's config must stay untouched"
+    cfg["testbeds"]["vm"]["device_profile"] = "qemu-nofdp-smoke"
+    cfg["slimio"]["placement_ids"] = {"wal": -1, "wal_snapshot": -1, "on_demand": -1}
+    plan = configmod.make(cfg).cell("vm-slimio-ycsb-a-always-r1")
+    g = vm.guest_plan(plan)
+    assert g.redis_bin_dir == f"{vm.GUEST_BUILD_DIR}/redis-slimio/7.0.15/bin"
+    assert g.ycsb_dir.startswith(f"{vm.GUEST_BUILD_DIR}/ycsb/") and g.vm.fdp is False
+    assert g.sha256() == plan.sha256(), "the box's paths do not make a cell stale"
+    assert plan.redis_bin_dir.startswith(str(paths.REPO_ROOT)), "the host's plan stays"
 
 
 def test_vagrantfile_reads_everything_from_vm_json():
@@ -152,17 +160,5 @@ def test_work_dir_must_be_reachable_by_libvirts_qemu(tmp_path):
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
     with pytest.raises(vm.VmError, match=f"{private} is not searchable by other users"):
-        vm.work_dir({"work_dir": str(private / "vm")})
-    assert vm.work_dir({"work_dir": None}) == vm.DEFAULT_WORK_DIR
-
-
-def test_guest_side_modules_import_without_host_only_packages():
-    """The guest has the standard library, redis-py and pytest (testbed/box), not PyYAML,
-    jsonschema, pandas or matplotlib: what runs a cell there must not import them."""
-    import subprocess
-    import sys
-    blocked = ["yaml", "jsonschema", "pandas", "matplotlib", "snakemake"]
-    code = ("import sys\n" + "".join(f"sys.modules[{m!r}] = None\n" for m in blocked)
-            + "import slimio_repro.guest, slimio_repro.cell, slimio_repro.ycsb\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr
+        vm.work_dir(str(private / "vm"))
+    assert vm.work_dir(None) == vm.DEFAULT_WORK_DIR

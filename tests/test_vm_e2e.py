@@ -8,6 +8,7 @@ fails. A third VM runs SlimIO's server tests marked `device` (tests/test_slimio_
 against /dev/ng0n1 with the nvme backend. Needs root, libvirt and Vagrant (make
 setup-host)."""
 
+import dataclasses
 import json
 import os
 import re
@@ -17,7 +18,12 @@ import sys
 import pytest
 
 from conftest import REPO, require_root, snakemake
-from slimio_repro import cells, fdp, guest, nvmetrace, paths, vm
+from slimio_repro.guest import layout
+from slimio_repro.guest import Cell
+from slimio_repro.guest import fdp
+from slimio_repro.parse import nvmetrace
+from slimio_repro import paths
+from slimio_repro.testbed import vm
 
 pytestmark = pytest.mark.e2e
 
@@ -32,6 +38,14 @@ TINY_VM = ["matrix={testbeds: [vm], systems: [baseline, slimio], "
            "server={sampler_interval_s: 0.25}",
            "testbeds={vm: {roofline: {size_mb: 64}}}"]
 
+
+
+def raw_fdp_delta(raw) -> dict:
+    """HBMW/MBMW/MBE growth over the cell, straight from nvme-cli's `fdp stats -o json` (its
+    128-bit counters printed as decimal strings), independently of slimio_repro's parser."""
+    before = json.loads((raw / layout.RAW_FDP_STATS_BEFORE).read_text())
+    after = json.loads((raw / layout.RAW_FDP_STATS_AFTER).read_text())
+    return {k: int(after[k]) - int(before[k]) for k in ("hbmw", "mbmw", "mbe")}
 
 def _domains() -> list[str]:
     out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
@@ -82,7 +96,7 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     raw = results / "raw" / CELL
     record = json.loads((results / "cells" / f"{CELL}.json").read_text())
     assert record["recovery_verified"] is True and record["filesystem"] == "f2fs"
-    prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+    prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
     assert prov["storage"]["scheduler"].startswith("[none]")
     assert prov["storage"]["namespace"] == "/dev/nvme0n1"
     assert prov["vm"]["accel"] == vm.accelerator("auto")["accel"]
@@ -91,22 +105,23 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     timings = prov["vm"]["timings_s"]
     assert timings["vagrant_up_s"] > 0 and timings["guest_cell_s"] > 0
 
-    # The FDP statistics advanced by what the guest wrote.
-    delta = fdp.stats_delta(
-        fdp.parse_stats((raw / guest.RAW_FDP_STATS_BEFORE).read_text()),
-        fdp.parse_stats((raw / guest.RAW_FDP_STATS_AFTER).read_text()))
-    assert delta["host_bytes_written"] > 6000 * 4096, "at least the AOF's SETs"
-    assert delta["media_bytes_written"] >= delta["host_bytes_written"]
-    assert fdp.parse_configs((raw / guest.RAW_FDP_CONFIGS).read_text())[0][
+    # The FDP statistics advanced by what the guest wrote (nvme-cli's JSON, read here
+    # without the framework's parser).
+    delta = raw_fdp_delta(raw)
+    assert delta["hbmw"] > 6000 * 4096, "at least the AOF's SETs"
+    assert delta["mbmw"] >= delta["hbmw"]
+    assert record["fdp_host_bytes_written"] == delta["hbmw"]
+    assert record["fdp_media_bytes_written"] == delta["mbmw"]
+    assert fdp.parse_configs((raw / layout.RAW_FDP_CONFIGS).read_text())[0][
         "reclaim_unit_handles"] == 8
 
     # The trace parses, lost nothing, and accounts for exactly the bytes the device counted.
-    summary = nvmetrace.summarize(raw / guest.RAW_TRACE, 4096)
-    assert json.loads((raw / guest.RAW_TRACE_STATS).read_text())["events_lost"] == 0
-    assert summary["write_bytes"] == delta["host_bytes_written"]
+    summary = nvmetrace.summarize(raw / layout.RAW_TRACE, 4096)
+    assert json.loads((raw / layout.RAW_TRACE_STATS).read_text())["events_lost"] == 0
+    assert summary["write_bytes"] == delta["hbmw"]
     assert summary["flush_commands"] > 0, "F2FS's fsyncs reach the device as flushes"
     assert set(summary["writes_per_placement_id"]) == {"none"}, "F2FS sends no placement"
-    assert record["waf"] == pytest.approx(delta["waf"])
+    assert record["waf"] == pytest.approx(delta["mbmw"] / delta["hbmw"])
     assert record["nvme_trace_write_bytes"] == summary["write_bytes"]
     for name in ("vagrant.log", "provision.log", "console.log", "vm.json",
                  "guest-run-cell.log"):
@@ -132,10 +147,10 @@ def test_ycsb_cell_runs_its_client_in_the_guest(vm_results, vm_work):
     assert record["on_demand_snapshot_count"] == 0 and record["wal_snapshot_count"] >= 1
     assert record["nvme_trace_placement_ok"] is True
     assert record["nvme_trace_wal_placement_ids"] == "1"
-    prov = json.loads((raw / paths.RAW_PROVENANCE).read_text())
+    prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
     assert prov["ycsb"]["workload_file"].startswith(vm.GUEST_BUILD_DIR)
     assert prov["ycsb"]["build"]["jars"], "the binding's jars are recorded with their sha256"
-    run_status = (raw / paths.RAW_YCSB_STATUS.format(phase="run")).read_text()
+    run_status = (raw / layout.RAW_YCSB_STATUS.format(phase="run")).read_text()
     assert "current ops/sec" in run_status
 
 
@@ -148,11 +163,11 @@ def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_w
     assert (record["slimio_backend"], record["slimio_device"]) == ("nvme", "/dev/ng0n1")
 
     # What SlimIO discovered on the namespace, and what its server log says.
-    found = json.loads((raw / paths.RAW_SLIMIO_DEVICE).read_text())
+    found = json.loads((raw / layout.RAW_SLIMIO_DEVICE).read_text())
     assert found["kind"] == "nvme" and found["fdp_enabled"] is True
     assert found["placement_ids"] == list(range(8)) and found["write_cache"] is True
-    assert "FDP enabled, placement ids 0-7" in (raw / paths.RAW_REDIS_LOG).read_text()
-    inspect = json.loads((raw / paths.RAW_SLIMIO_INSPECT_AFTER).read_text())
+    assert "FDP enabled, placement ids 0-7" in (raw / layout.RAW_REDIS_LOG).read_text()
+    inspect = json.loads((raw / layout.RAW_SLIMIO_INSPECT_AFTER).read_text())
     assert inspect["placement"] == {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
 
     # The trace confirms the placement of every write: WAL with 1, snapshots with 3 (WAL-
@@ -163,10 +178,7 @@ def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_w
     assert record["nvme_trace_snapshots_placement_ids"] == "2;3"
     assert record["nvme_trace_metadata_placement_ids"] == "none"
     assert record["nvme_trace_fua_write_commands"] > 0
-    delta = fdp.stats_delta(
-        fdp.parse_stats((raw / guest.RAW_FDP_STATS_BEFORE).read_text()),
-        fdp.parse_stats((raw / guest.RAW_FDP_STATS_AFTER).read_text()))
-    assert record["nvme_trace_write_bytes"] == delta["host_bytes_written"]
+    assert record["nvme_trace_write_bytes"] == raw_fdp_delta(raw)["hbmw"]
     assert record["nvme_trace_events_lost"] == 0
     assert record["on_demand_snapshot_bytes"] > 0 and record["on_demand_snapshot_mb_s"] > 0
 
@@ -176,7 +188,7 @@ def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_w
 
 # The SlimIO suite's VM: provisioned like a slimio cell (raw namespace); the cell id only
 # names the VM.
-SUITE_VM = cells.Cell("vm", "slimio", "redis-benchmark", "periodical", 99)
+SUITE_VM = Cell("vm", "slimio", "redis-benchmark", "periodical", 99)
 SUITE_FILES = ["src/slimio_repro", "tests/conftest.py", "tests/test_slimio_server.py",
                "pyproject.toml"]
 
@@ -191,13 +203,13 @@ def _device_tests() -> int:
 
 def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
     require_root()
-    from slimio_repro import config as configmod
+    from slimio_repro import plan as configmod
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
     box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
     proc = snakemake("--cores", "all", str(box_file.relative_to(REPO)))
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
-    vm_cfg = cfg["testbeds"]["vm"]
-    profile = vm.load_device_profile(vm_cfg["device_profile"])
+    plan = configmod.make(cfg).cell("vm-slimio-redis-benchmark-periodical-r1")
+    vm_cfg, profile = plan.vm, plan.vm.device
     vm_dir = vm.DEFAULT_WORK_DIR / SUITE_VM.id
     if vm_dir.exists():
         vm._destroy_stale(vm_dir)
@@ -205,14 +217,16 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
     os.chmod(vm_dir, 0o755)
     log = tmp_path / "vagrant.log"
     with open(vm_dir / "nvme.img", "xb") as fh:
-        fh.truncate(profile["capacity_gib"] << 30)
+        fh.truncate(profile.capacity_bytes)
     os.chmod(vm_dir / "nvme.img", 0o666)
-    box = vm.ensure_box(box_file, vm_cfg["storage_pool"], log)
-    machine = vm.Vm(vm_dir, vm.spec(cfg, SUITE_VM, vm_dir, box, box_file, profile), log)
+    box = vm.ensure_box(box_file, vm_cfg.storage_pool, log)
+    spec = vm.spec(plan, vm_dir, box, box_file) | {"cell": SUITE_VM.id}
+    machine = vm.Vm(vm_dir, spec, log)
     try:
         machine.up()
-        machine.provision({"slimio_guest_system": "slimio", "slimio_guest_settings": vm_cfg,
-                           "slimio_guest_device_profile": profile},
+        machine.provision({"slimio_guest_system": "slimio",
+                           "slimio_guest_settings": dataclasses.asdict(vm_cfg),
+                           "slimio_guest_device_profile": profile.as_dict()},
                           tmp_path / "provision.log")
         suite = f"{vm.GUEST_ROOT}/suite"
         machine.ssh(f"sudo rm -rf {suite} && sudo mkdir -p {suite} && sudo tar -xzf - -C {suite}",

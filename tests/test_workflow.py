@@ -5,10 +5,29 @@ import re
 import pytest
 
 from conftest import snakemake
-from slimio_repro import aggregate, cells, config as configmod, fio, paths
+from slimio_repro.aggregate import tables as aggregate
+from slimio_repro.plan import sizing as cells
+from slimio_repro import plan as configmod
+from slimio_repro.build import fio
+from slimio_repro import paths
 
 
-@pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
+def test_paper_profile_stops_at_planning_on_a_small_host(tmp_path):
+    """The README's paper command on a host it does not fit (this one: 2 cores, 24 GiB, no
+    usable KVM) stops before anything is built, naming the key; on a host it fits, it plans."""
+    proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                     "--configfile", "config/profiles/paper.yaml",
+                     "--config", f"results_dir={tmp_path / 'r'}", f"build_dir={tmp_path / 'b'}")
+    host = configmod.Host.this()
+    if host.cpus < 12:
+        assert proc.returncode != 0
+        assert "testbeds.vm.cpus: 12 vCPUs on a host with" in proc.stdout + proc.stderr
+    elif host.memory_mb < 56320 + 1024:
+        assert proc.returncode != 0 and "testbeds.vm.memory_mb" in proc.stdout + proc.stderr
+    assert not (tmp_path / "r").exists() and not (tmp_path / "b").exists()
+
+
+@pytest.mark.parametrize("profile", ["smoke", "ci"])
 def test_dry_run_of_every_profile(profile, tmp_path):
     # An empty build directory: the dry run must plan both builds, whatever build/ holds.
     proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
@@ -18,25 +37,25 @@ def test_dry_run_of_every_profile(profile, tmp_path):
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
     m = re.search(r"^run_cell\s+(\d+)$", proc.stdout, re.M)
-    assert m and int(m.group(1)) == len(cells.expand(cfg))
+    assert m and int(m.group(1)) == len(configmod.make(cfg).matrix)
     assert re.search(r"^aggregate_tables\s+1$", proc.stdout, re.M)
     for system in ("baseline", "slimio"):
         assert re.search(rf"^build_redis_{system}\s+1$", proc.stdout, re.M), system
         cell_ids = set(re.findall(rf"raw/((?:bare|vm)-{system}-(?:redis-benchmark|ycsb-a)-"
                                   r"\S+-r\d+)$", proc.stdout, re.M))
-        assert len(cell_ids) == len([c for c in cells.expand(cfg) if c.system == system])
+        assert len(cell_ids) == len([c for c in configmod.make(cfg).matrix if c.system == system])
     # Every profile runs YCSB-A (Table 4) beside redis-benchmark; its binding is built once.
-    assert {c.workload for c in cells.expand(cfg)} == {"redis-benchmark", "ycsb-a"}
+    assert {c.workload for c in configmod.make(cfg).matrix} == {"redis-benchmark", "ycsb-a"}
     assert re.search(r"^build_ycsb_binding\s+1$", proc.stdout, re.M)
     for name in ("table3_ratios", "table4_ratios", "table4_ycsb_a", "table5_ratios",
                  "roofline"):
         assert f"tables/{name}.csv" in proc.stdout and f"tables/{name}.md" in proc.stdout
     # Figures 4 and 5 are planned exactly when the matrix has both of their systems.
     for name in aggregate.RUNTIME_RPS_FIGURES:
-        planned = bool(aggregate.runtime_rps_figure_cells(cells.expand(cfg), name))
+        planned = bool(aggregate.runtime_rps_figure_cells(configmod.make(cfg).matrix, name))
         assert bool(re.search(rf"^plot_{name}\s+1$", proc.stdout, re.M)) == planned, name
     # The vm testbed's cells need the guest box, built once with every system's Redis in it.
-    vm_cells = [c for c in cells.expand(cfg) if c.testbed == "vm"]
+    vm_cells = [c for c in configmod.make(cfg).matrix if c.testbed == "vm"]
     assert bool(re.search(r"^build_guest_box\s+1$", proc.stdout, re.M)) == bool(vm_cells)
     assert not re.search(r"^build_guest_box\s+[2-9]", proc.stdout, re.M)
     # ... and fio (the device roofline), built once from the pinned tarball for the box.

@@ -7,17 +7,22 @@ from pathlib import Path
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro import cells, parse, paths, ycsb
+from slimio_repro.guest import layout
+from slimio_repro.plan import sizing as cells
+from slimio_repro.parse import cell as parse
+from slimio_repro import paths
+from slimio_repro.guest import YcsbA, ycsb
 
 CELL = CELL_FIXTURES / "bare-baseline-ycsb-a-periodical-r1"
 REFUSED = Path(__file__).parent / "fixtures" / "ycsb" / "refused-load.stdout.txt"
-WORKLOAD = {"records": 20000, "operations": 150000, "threads": 8, "key_size_bytes": 8,
+WORKLOAD_SETTINGS = {"records": 20000, "operations": 150000, "threads": 8, "key_size_bytes": 8,
             "value_size_bytes": 2048, "jvm_heap_mb": None, "timeout_s": 60,
             "on_demand_snapshot": False}
+WORKLOAD = YcsbA(**WORKLOAD_SETTINGS)
 
 
 def test_command_overrides_the_workload_files_sizes(tmp_path):
-    cmd = ycsb.command(tmp_path, "run", 6400, dict(WORKLOAD, jvm_heap_mb=512),
+    cmd = ycsb.command(tmp_path, "run", 6400, YcsbA(**dict(WORKLOAD_SETTINGS, jvm_heap_mb=512)),
                        tmp_path / "ycsb-run-")
     assert cmd[:4] == ["java", "-Xmx512m", "-cp", f"{tmp_path}/lib/*"]
     assert cmd[4:8] == ["site.ycsb.Client", "-t", "-db", ycsb.BINDING_CLASS]
@@ -145,7 +150,7 @@ def test_cell_with_a_lost_record_is_refused(tmp_path):
     import shutil
     raw = tmp_path / CELL.name
     shutil.copytree(CELL, raw)
-    out = raw / paths.RAW_YCSB_STDOUT.format(phase="run")
+    out = raw / layout.RAW_YCSB_STDOUT.format(phase="run")
     out.write_text(out.read_text().replace("[READ], Return=OK", "[READ], Return=NOT_FOUND"))
     with pytest.raises(parse.ParseError, match="NOT_FOUND"):
         parse.parse_cell(raw)

@@ -11,7 +11,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from conftest import start_redis
-from slimio_repro import paths, ycsb
+from slimio_repro import paths
+from slimio_repro.build import ycsb
 
 JUNIT_CLASSES = {"KeyCodecTest", "RedisStringClientTest", "YcsbClientEndToEndTest"}
 

@@ -7,23 +7,44 @@ import json
 import sys
 from pathlib import Path
 
-from . import build, cell, cells, config as configmod, paths, slimio, sources
+from . import paths
+from . import plan as planmod
+from .build import redis as build, sources
+from .guest import Cell, CellError, slimio
 
 
 def _config(args) -> dict:
     files = args.configfile or [paths.CONFIG_DIR / "config.yaml"]
     overrides = json.loads(args.set) if args.set else None
-    return configmod.load(files, overrides)
+    return planmod.load(files, overrides)
+
+
+def _plan(args) -> planmod.Plan:
+    return planmod.make(_config(args))
 
 
 def cmd_validate_config(args) -> int:
-    print(json.dumps(_config(args), indent=2))
+    """The fully resolved configuration (defaults filled in), after every planning check."""
+    config = _config(args)
+    planmod.make(config)
+    print(json.dumps(config, indent=2))
     return 0
 
 
 def cmd_matrix(args) -> int:
-    for c in cells.expand(_config(args)):
+    for c in _plan(args).cells:
         print(c.id)
+    return 0
+
+
+def cmd_plan(args) -> int:
+    """One cell's plan (as its run gets it), or every cell's id and plan hash."""
+    plan = _plan(args)
+    if args.cell:
+        print(plan.cell(args.cell).to_json(), end="")
+    else:
+        for c in plan.cells:
+            print(f"{c.id}\t{c.sha256()}")
     return 0
 
 
@@ -40,20 +61,19 @@ def cmd_build_redis(args) -> int:
 
 
 def cmd_run_cell(args) -> int:
-    config = _config(args)
-    c = cells.Cell.from_id(args.cell)
-    p = paths.Paths.from_config(config)
-    bin_dir = p.redis_build(cells.build_system(c.system), config["redis"]["version"]) / "bin"
-    if not (bin_dir / "redis-server").exists():
-        raise SystemExit(f"{bin_dir} has no redis-server: build it first "
-                         f"(snakemake --cores all build_redis)")
-    print(cell.run(c, config, p.cell_raw(c), bin_dir))
+    from . import run
+    plan = _plan(args)
+    c = Cell.from_id(args.cell)
+    cell_plan = plan.cell(c)
+    out = paths.Paths(plan.results_dir, plan.build_dir).cell_raw(c)
+    box = plan.build_dir / paths.BOX_PATTERN if c.testbed == "vm" else None
+    print(run.run_cell(cell_plan, out, box))
     return 0
 
 
 def cmd_parse_cell(args) -> int:
-    from . import parse
-    record, series = parse.parse_cell(Path(args.raw_dir))
+    from .parse import parse_cell
+    record, series = parse_cell(Path(args.raw_dir))
     print(json.dumps(record, indent=2))
     if args.timeseries:
         series.to_csv(args.timeseries, index=False)
@@ -74,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
                 ).set_defaults(func=cmd_validate_config)
     with_config(sub.add_parser("matrix", help="list the cell ids of the matrix")
                 ).set_defaults(func=cmd_matrix)
+    p = with_config(sub.add_parser("plan", help="print a cell's plan, or every cell's plan hash"))
+    p.add_argument("--cell", help="cell id, e.g. vm-slimio-ycsb-a-always-r1")
+    p.set_defaults(func=cmd_plan)
     p = sub.add_parser("fetch-source", help="fetch and verify a pinned Redis tarball")
     p.add_argument("--version", required=True)
     p.add_argument("--output", required=True)
@@ -97,8 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.func(args)
-    except (configmod.ConfigError, sources.SourceError, build.BuildError,
-            cell.CellError, slimio.SlimioError, ValueError) as exc:
+    except (planmod.ConfigError, sources.SourceError, build.BuildError,
+            CellError, slimio.SlimioError, KeyError, ValueError) as exc:
         print(f"slimio-repro: error: {exc}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,7 @@
-"""Every path the framework reads or writes, in one place.
+"""Every path the framework reads or writes on the host, in one place.
+
+What a cell writes into its raw directory, and the box's paths, are named by the code that
+writes them, in :mod:`slimio_repro.guest.layout`.
 
 Snakemake rules use the ``*_PATTERN`` strings (with ``{wildcards}``); Python code uses the
 :class:`Paths` methods, which format the same patterns, so the two can never disagree.
@@ -9,20 +12,24 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from .guest import layout as _guest
+
+# The guest owns these (it runs with its own copy of the repository); named here too.
+REPO_ROOT = _guest.REPO_ROOT
+REDIS_CONF_TEMPLATE = _guest.REDIS_CONF_TEMPLATE
+SLIMIO_ADMIN = _guest.SLIMIO_ADMIN
+
 CONFIG_DIR = REPO_ROOT / "config"
 SCHEMA_DIR = REPO_ROOT / "workflows" / "schemas"
 CONFIG_SCHEMA = SCHEMA_DIR / "config.schema.yaml"
 REDIS_BASELINE_DIR = REPO_ROOT / "redis-baseline"
 UPSTREAM_PINS = REDIS_BASELINE_DIR / "UPSTREAM.yaml"
-REDIS_CONF_TEMPLATE = REDIS_BASELINE_DIR / "redis.conf.template"
 BENCHMARK_PATCH_DIR = REDIS_BASELINE_DIR / "patches"
 REDIS_SLIMIO_DIR = REPO_ROOT / "redis-slimio"
 SLIMIO_PATCH_DIR = REDIS_SLIMIO_DIR / "patches"
 SLIMIO_SRC_DIR = REDIS_SLIMIO_DIR / "src"
 # Built by `make -C redis-slimio admin`, never copied into the Redis tree.
 SLIMIO_ADMIN_SOURCE = "slimio_admin.c"
-SLIMIO_ADMIN = "slimio-admin"
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
 # The vm testbed: device profiles, the Vagrantfile, the guest box recipe, the playbooks.
 FEMU_DIR = REPO_ROOT / "femu"
@@ -33,9 +40,8 @@ BOX_SCRIPT = BOX_DIR / "build_box.sh"
 BOX_PACKAGES = BOX_DIR / "packages.txt"
 BOX_GUEST_REQUIREMENTS = BOX_DIR / "requirements-guest.txt"
 # fio for the device roofline: pinned (testbed/box/fio.yaml), built on the host, baked into the
-# box at GUEST_FIO.
+# box at guest.layout.GUEST_FIO.
 FIO_PIN = BOX_DIR / "fio.yaml"
-GUEST_FIO = "/opt/slimio-repro/fio/bin/fio"
 # Our YCSB binding (a Maven project in YCSB's layout) and its workload files; built on the host
 # into YCSB_BUILD_PATTERN (lib/ = the binding, YCSB's core and their runtime jars; workloads/;
 # build.json) and baked into the box under the same relative path.
@@ -59,44 +65,6 @@ CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
 CELL_TIMESERIES_PATTERN = f"cells/{CELL_ID_PATTERN}.timeseries.csv"
 BOX_PATTERN = "box/slimio-guest.box"
 CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
-
-# Files inside one cell's raw directory.
-RAW_PROVENANCE = "provenance.json"
-RAW_CONFIG = "effective-config.json"
-RAW_COMMANDS = "commands.json"
-RAW_REDIS_CONF = "redis.conf"
-RAW_REDIS_LOG = "redis.log"
-RAW_RECOVERY_LOG = "redis-recovery.log"
-RAW_SAMPLER = "sampler.csv"
-RAW_BENCHMARK = "benchmark.stdout.tsv"
-RAW_BENCHMARK_ERR = "benchmark.stderr.txt"
-# Workload ycsb-a: per phase (load, run) YCSB's summary (stdout), its status lines with the
-# wall-clock time they arrived (stderr, "<unix time>\t<line>"), and one HdrHistogram log per
-# operation (YCSB's hdrhistogram.fileoutput: "<phase>-<OPERATION>.hdr").
-RAW_YCSB_STDOUT = "ycsb-{phase}.stdout.txt"
-RAW_YCSB_STATUS = "ycsb-{phase}.stderr.tsv"
-RAW_YCSB_HDR_PREFIX = "ycsb-{phase}-"
-RAW_EVENTS = "events.json"
-RAW_INFO_END = "info-after-workload.json"
-RAW_INFO_RECOVERY = "info-after-recovery.json"
-RAW_DEVICE_STATS = "device-stats.json"
-RAW_RECOVERY = "recovery.json"
-RAW_COMPLETE = "CELL_COMPLETE"
-# The device roofline (vm testbed): fio's own JSON output and the summary of roofline.run.
-RAW_FIO_ROOFLINE = "fio-roofline.json"
-RAW_ROOFLINE = "roofline.json"
-# System slimio only: the admin tool's output and the server's INFO slimio section (raw).
-RAW_SLIMIO_DEVICE = "slimio-device.json"
-RAW_SLIMIO_FORMAT_OUT = "slimio-format.stdout.txt"
-RAW_SLIMIO_FORMAT_ERR = "slimio-format.stderr.txt"
-RAW_SLIMIO_INSPECT_BEFORE = "slimio-inspect-before.json"
-RAW_SLIMIO_INSPECT_AFTER = "slimio-inspect-after.json"
-RAW_SLIMIO_INFO_END = "info-slimio-after-workload.txt"
-RAW_SLIMIO_INFO_RECOVERY = "info-slimio-after-recovery.txt"
-
-# System slimio on the bare testbed: the SlimIO device is this file in the cell's image.
-SLIMIO_DEVICE_FILE = "slimio.dev"
-
 
 @dataclass(frozen=True)
 class Paths:

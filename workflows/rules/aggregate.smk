@@ -1,5 +1,4 @@
 # Aggregate stage: the paper's tables and figures from the tidy records.
-from slimio_repro import aggregate as aggregatemod  # noqa: E402
 
 TABLE_OUTPUTS = (
     [

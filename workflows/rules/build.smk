@@ -8,7 +8,7 @@ rule fetch_redis_source:
     log:
         build("logs/fetch_redis_source-{version}.log"),
     params:
-        dirs=config["redis"]["tarball_dirs"],
+        dirs=list(PLAN.tarball_dirs),
     script:
         "../scripts/fetch_redis_source.py"
 
@@ -24,7 +24,7 @@ rule build_redis_baseline:
     threads: workflow.cores
     params:
         system="baseline",
-        jobs=config["redis"]["make_jobs"],
+        jobs=PLAN.make_jobs,
     script:
         "../scripts/build_redis.py"
 
@@ -42,7 +42,7 @@ rule build_redis_slimio:
     threads: workflow.cores
     params:
         system="slimio",
-        jobs=config["redis"]["make_jobs"],
+        jobs=PLAN.make_jobs,
     script:
         "../scripts/build_redis.py"
 
@@ -88,7 +88,5 @@ rule build_redis:
     input:
         [
             build(f"redis-{system}/{REDIS_VERSION}/bin/redis-server")
-            for system in sorted(
-                {cellsmod.build_system(s) for s in config["matrix"]["systems"]}
-            )
+            for system in PLAN.redis_builds
         ],

@@ -4,27 +4,30 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from slimio_repro import build as buildmod  # noqa: E402
-from slimio_repro import cells as cellsmod  # noqa: E402
-from slimio_repro import config as configmod  # noqa: E402
-from slimio_repro import fio as fiomod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
-from slimio_repro import ycsb as ycsbmod  # noqa: E402
+from slimio_repro import plan as planmod  # noqa: E402
+from slimio_repro.aggregate import tables as aggregatemod  # noqa: E402
+from slimio_repro.build import fio as fiomod  # noqa: E402
+from slimio_repro.build import redis as buildmod  # noqa: E402
+from slimio_repro.build import ycsb as ycsbmod  # noqa: E402
 
-# Fill the schema's defaults and validate: a wrong key or value stops here, named.
+# Fill the schema's defaults, validate, and resolve the plan: every check that can be made
+# before a build is made here, and a wrong key or value stops the run, named.
 try:
-    configmod.validate(config)
-except configmod.ConfigError as exc:
+    planmod.validate(config)
+    PLAN = planmod.make(config)
+except planmod.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 
+# As the user wrote them (relative to the working directory, or absolute): targets match.
 RESULTS = config["results_dir"].rstrip("/")
 BUILD = config["build_dir"].rstrip("/")
-REDIS_VERSION = config["redis"]["version"]
+REDIS_VERSION = PLAN.redis_version
 # The guest's fio (device roofline): the one version testbed/box/fio.yaml pins.
 FIO_VERSION = fiomod.pinned_version()
 # The YCSB binding's build: named after the YCSB core it is built on (ycsb-bindings/pom.xml).
-YCSB_VERSION = ycsbmod.pinned_version()
-CELLS = cellsmod.expand(config)
+YCSB_VERSION = PLAN.ycsb_version
+CELLS = PLAN.matrix
 
 
 wildcard_constraints:
@@ -54,21 +57,14 @@ BOX_SYSTEMS = ["baseline", "slimio"]
 
 
 def cell_inputs(wildcards):
-    """A bare cell needs its Redis build (and a ycsb-a cell the YCSB binding's); a vm cell
-    the box (which has all the builds in it)."""
-    if wildcards.testbed == "vm":
-        return {"box": build(pathsmod.BOX_PATTERN)}
-    inputs = {"server": redis_bin(wildcards)}
-    if wildcards.workload == "ycsb-a":
-        inputs["ycsb"] = build(pathsmod.YCSB_BUILD_RECORD_PATTERN.format(version=YCSB_VERSION))
-    return inputs
-
-
-def redis_bin(wildcards):
-    build_dir = pathsmod.REDIS_BUILD_PATTERN.format(
-        system=cellsmod.build_system(wildcards.system), version=REDIS_VERSION
-    )
-    return build(f"{build_dir}/bin/redis-server")
+    """What the cell's plan says it needs built: a bare cell its Redis build (and a ycsb-a
+    cell the YCSB binding's), a vm cell the box (which has all the builds in it)."""
+    names = {pathsmod.BOX_PATTERN: "box"}
+    out = {}
+    for need in PLAN.cell_of(wildcards).needs:
+        name = names.get(need) or ("server" if need.endswith("redis-server") else "ycsb")
+        out[name] = build(need)
+    return out
 
 
 def slimio_build_inputs(wildcards):

@@ -9,6 +9,12 @@ rule run_cell:
         raw=directory(results(pathsmod.CELL_RAW_PATTERN)),
     log:
         results(f"logs/run_cell/{pathsmod.CELL_ID_PATTERN}.log"),
+    params:
+        # The cell's plan (an object Snakemake does not compare) and its hash (compared): a
+        # cell reruns exactly when a number it runs with changed (`snakemake -n` says
+        # "Params have changed since last execution").
+        plan=lambda wildcards: PLAN.cell_of(wildcards),
+        plan_sha256=lambda wildcards: PLAN.cell_of(wildcards).sha256(),
     # A cell takes the whole machine: cells never run side by side and disturb each other.
     threads: workflow.cores
     script:

@@ -19,7 +19,7 @@ rule build_guest_box:
         build("logs/build_guest_box.log"),
         build("logs/build_guest_box.steps.log"),
     params:
-        disk_size_mb=config["testbeds"]["vm"]["box_disk_size_mb"],
+        disk_size_mb=PLAN.box_disk_size_mb,
     # mmdebstrap and the image work take the machine; nothing else runs beside them.
     threads: workflow.cores
     script:

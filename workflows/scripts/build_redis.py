@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from slimio_repro import build
+from slimio_repro.build import redis as build
 from slimio_repro.smk import logged
 
 out_dir = Path(snakemake.output.server).parent.parent

@@ -2,7 +2,7 @@
 import json
 from pathlib import Path
 
-from slimio_repro import ycsb
+from slimio_repro.build import ycsb
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):

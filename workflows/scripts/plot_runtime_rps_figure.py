@@ -1,6 +1,6 @@
 """Rules plot_fig4_runtime_rps, plot_fig5_runtime_rps: thin wrapper over
 slimio_repro.plot.runtime_rps_figure."""
-from slimio_repro import plot
+from slimio_repro.aggregate import plot
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):

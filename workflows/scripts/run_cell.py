@@ -1,15 +1,12 @@
-"""Rule run_cell: thin wrapper over slimio_repro.cell.run (bare) and vm.run_cell (vm)."""
+"""Rule run_cell: thin wrapper over slimio_repro.run.run_cell, given the cell's plan."""
 from pathlib import Path
 
-from slimio_repro import cell, cells, vm
+from slimio_repro import run
 from slimio_repro.smk import logged
 
-wc = snakemake.wildcards
-c = cells.Cell(wc.testbed, wc.system, wc.workload, wc.policy, int(wc.rep))
+plan = snakemake.params.plan
 with logged(snakemake.log[0]):
-    if c.testbed == "vm":
-        print(vm.run_cell(c, dict(snakemake.config), Path(snakemake.output.raw),
-                          Path(snakemake.input.box)))
-    else:
-        print(cell.run(c, dict(snakemake.config), Path(snakemake.output.raw),
-                       Path(snakemake.input.server).parent))
+    if plan.sha256() != snakemake.params.plan_sha256:
+        raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
+    box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None
+    print(run.run_cell(plan, Path(snakemake.output.raw), box))

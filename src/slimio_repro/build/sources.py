@@ -13,7 +13,7 @@ from pathlib import Path
 
 import yaml
 
-from . import paths
+from .. import paths
 
 
 class SourceError(RuntimeError):
@@ -121,3 +121,27 @@ def fetch(version: str, dest: Path, tarball_dirs: list[str] = ()) -> dict:
         finally:
             partial.unlink(missing_ok=True)
     raise SourceError(f"could not fetch Redis {version}:\n  " + "\n  ".join(errors))
+
+
+def reachable(version: str, cached: Path, tarball_dirs: list[str] = (),
+              timeout_s: float = 5.0) -> str | None:
+    """Where :func:`fetch` would find the tarball of ``version`` without fetching it: the
+    build cache, a tarball directory, a Debian source package apt knows, or a URL that
+    answers. None when none of them can: the plan stops before any build."""
+    if cached.is_file():
+        return f"cache {cached}"
+    for d in tarball_dirs:
+        if (Path(d) / f"redis-{version}.tar.gz").is_file():
+            return f"dir {d}"
+    for source in pin(version)["sources"]:
+        if source["kind"] == "apt-source":
+            if apt_source_versions(source["package"], source["upstream_version"]):
+                return f"apt-source {source['package']} {source['upstream_version']}"
+        elif source["kind"] == "url":
+            try:
+                req = urllib.request.Request(source["url"], method="HEAD")
+                with urllib.request.urlopen(req, timeout=timeout_s):
+                    return source["url"]
+            except (OSError, ValueError):
+                continue
+    return None

@@ -10,9 +10,9 @@ import sys
 from datetime import datetime, timezone
 from pathlib import Path
 
-from . import paths
+from . import layout
 
-REQUIREMENTS = paths.REPO_ROOT / "requirements.txt"
+REQUIREMENTS = layout.REPO_ROOT / "requirements.txt"
 
 
 def pinned_python_packages() -> list[str]:
@@ -60,7 +60,7 @@ def host() -> dict:
 def git() -> dict:
     def run(*args: str) -> str:
         try:
-            proc = subprocess.run(["git", "-C", str(paths.REPO_ROOT), *args],
+            proc = subprocess.run(["git", "-C", str(layout.REPO_ROOT), *args],
                                   capture_output=True, text=True)
         except OSError:
             return ""

@@ -18,48 +18,38 @@ import os
 import subprocess
 from pathlib import Path
 
-from . import cells, paths
+from . import layout
+from .cellplan import Slimio
 
-MIB = cells.MIB
+MIB = 1024 * 1024
 
 
 class SlimioError(RuntimeError):
     pass
 
 
-def sizes(config: dict, workload: str = "redis-benchmark") -> dict:
-    """The layout a cell of ``workload`` formats, in bytes (recorded in effective-config.json)."""
-    return {
-        "slimio_wal_size_bytes": cells.slimio_wal_size_bytes(config, workload),
-        "slimio_slot_size_bytes": cells.slimio_slot_size_bytes(config, workload),
-        "slimio_lba_size_bytes": config["slimio"]["lba_size_bytes"],
-        "slimio_device_bytes": cells.slimio_device_bytes(config, workload),
-    }
-
-
-def conf_block(settings: dict, device: Path, layout: dict) -> str:
+def conf_block(s: Slimio, device: Path) -> str:
     """The slimio-* lines of redis.conf (all immutable; SlimIO works with appendonly yes).
 
-    ``settings`` is the config's ``slimio`` section, ``layout`` what :func:`sizes` returns.
     The WAL, slot and LBA sizes are only used when the server formats; with
     ``slimio-format never`` they document the layout slimio-admin wrote.
     """
-    p = settings["placement_ids"]
+    p = s.placement_ids
     lines = [
         f"slimio-device {device}",
-        f"slimio-backend {settings['backend']}",
+        f"slimio-backend {s.backend}",
         "slimio-format never",
-        f"slimio-wal-size {layout['slimio_wal_size_bytes']}",
-        f"slimio-slot-size {layout['slimio_slot_size_bytes']}",
-        f"slimio-lba-size {layout['slimio_lba_size_bytes']}",
-        f"slimio-sqpoll {'yes' if settings['sqpoll'] else 'no'}",
-        f"slimio-ring-entries {settings['ring_entries']}",
-        f"slimio-wal-buffer-size {settings['wal_buffer_size_mb']}mb",
-        f"slimio-readahead-size {settings['readahead_size_mb']}mb",
-        f"slimio-placement-wal {p['wal']}",
-        f"slimio-placement-wal-snapshot {p['wal_snapshot']}",
-        f"slimio-placement-on-demand {p['on_demand']}",
-        f"slimio-load-snapshot {settings['load_snapshot']}",
+        f"slimio-wal-size {s.wal_size_bytes}",
+        f"slimio-slot-size {s.slot_size_bytes}",
+        f"slimio-lba-size {s.lba_size_bytes}",
+        f"slimio-sqpoll {'yes' if s.sqpoll else 'no'}",
+        f"slimio-ring-entries {s.ring_entries}",
+        f"slimio-wal-buffer-size {s.wal_buffer_size_mb}mb",
+        f"slimio-readahead-size {s.readahead_size_mb}mb",
+        f"slimio-placement-wal {p.wal}",
+        f"slimio-placement-wal-snapshot {p.wal_snapshot}",
+        f"slimio-placement-on-demand {p.on_demand}",
+        f"slimio-load-snapshot {s.load_snapshot}",
     ]
     return "\n".join(lines) + "\n"
 
@@ -93,14 +83,14 @@ def create_device(path: Path, size_bytes: int) -> None:
         buf.close()
 
 
-def format_command(admin: Path, device: Path, layout: dict, placement_ids: dict) -> list[str]:
+def format_command(admin: Path, device: Path, s: Slimio) -> list[str]:
     return [str(admin), "format", "--device", str(device),
-            "--wal-mib", str(layout["slimio_wal_size_bytes"] // MIB),
-            "--slot-mib", str(layout["slimio_slot_size_bytes"] // MIB),
-            "--lba-size", str(layout["slimio_lba_size_bytes"]),
-            "--placement-wal", str(placement_ids["wal"]),
-            "--placement-wal-snapshot", str(placement_ids["wal_snapshot"]),
-            "--placement-on-demand", str(placement_ids["on_demand"])]
+            "--wal-mib", str(s.wal_size_bytes // MIB),
+            "--slot-mib", str(s.slot_size_bytes // MIB),
+            "--lba-size", str(s.lba_size_bytes),
+            "--placement-wal", str(s.placement_ids.wal),
+            "--placement-wal-snapshot", str(s.placement_ids.wal_snapshot),
+            "--placement-on-demand", str(s.placement_ids.on_demand)]
 
 
 def device_command(admin: Path, device: Path, lba_size: int) -> list[str]:
@@ -137,10 +127,9 @@ def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
     return data
 
 
-def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: list,
-            raw_dir: Path) -> dict:
+def prepare(admin: Path, device: Path, s: Slimio, commands: list, raw_dir: Path) -> dict:
     """Create (a file) or check (a block or NVMe char device) and format a cell's SlimIO
-    device, recording the placement ids ``settings`` gives.
+    device, recording the placement ids of ``s``.
 
     A device is the raw namespace the guest was provisioned with for the cell; it must be
     large enough, and slimio-admin refuses it if it carries any signature, or placement ids
@@ -148,26 +137,26 @@ def prepare(admin: Path, device: Path, settings: dict, layout: dict, commands: l
     Keeps the tool's output in ``raw_dir``, appends the commands to ``commands`` and returns
     the device's description for provenance.
     """
-    lba = layout["slimio_lba_size_bytes"]
+    lba = s.lba_size_bytes
     if not (device.is_block_device() or device.is_char_device()):
-        create_device(device, layout["slimio_device_bytes"])
+        create_device(device, s.device_bytes)
     # What SlimIO finds on the device (for NVMe: nsid, write cache, FDP, placement ids).
     cmd = device_command(admin, device, lba)
     commands.append({"what": "slimio-device", "argv": cmd})
-    found = json.loads(run_admin(cmd, raw_dir / paths.RAW_SLIMIO_DEVICE))
+    found = json.loads(run_admin(cmd, raw_dir / layout.RAW_SLIMIO_DEVICE))
     have = found["lbas"] * found["lba_size"]
-    if have < layout["slimio_device_bytes"]:
+    if have < s.device_bytes:
         raise SlimioError(f"{device} has {have >> 20} MiB; the cell's layout needs "
-                          f"{layout['slimio_device_bytes'] >> 20} MiB: enlarge the device "
+                          f"{s.device_bytes >> 20} MiB: enlarge the device "
                           "profile's capacity or lower slimio.wal_size_mb/slot_size_mb")
-    cmd = format_command(admin, device, layout, settings["placement_ids"])
+    cmd = format_command(admin, device, s)
     commands.append({"what": "slimio-format", "argv": cmd})
-    run_admin(cmd, raw_dir / paths.RAW_SLIMIO_FORMAT_OUT, raw_dir / paths.RAW_SLIMIO_FORMAT_ERR)
+    run_admin(cmd, raw_dir / layout.RAW_SLIMIO_FORMAT_OUT, raw_dir / layout.RAW_SLIMIO_FORMAT_ERR)
     commands.append({"what": "slimio-inspect", "argv": inspect_command(admin, device, lba)})
-    formatted = inspect(admin, device, lba, raw_dir / paths.RAW_SLIMIO_INSPECT_BEFORE)
-    return {"backend": settings["backend"], "device_file": str(device),
+    formatted = inspect(admin, device, lba, raw_dir / layout.RAW_SLIMIO_INSPECT_BEFORE)
+    return {"backend": s.backend, "device_file": str(device),
             "device_bytes": have, "lba_size_bytes": lba, "device": found,
-            "placement_ids": settings["placement_ids"],
+            "placement_ids": s.placement_ids.as_dict(),
             "format_id": formatted.get("format_id"),
-            "wal_size_bytes": layout["slimio_wal_size_bytes"],
-            "slot_size_bytes": layout["slimio_slot_size_bytes"]}
+            "wal_size_bytes": s.wal_size_bytes,
+            "slot_size_bytes": s.slot_size_bytes}

@@ -1,45 +1,17 @@
-"""The experiment matrix: one :class:`Cell` per testbed x system x workload x policy x rep."""
+"""Numbers derived from the configuration: the rewrite trigger, SlimIO's layout, image sizes.
+
+Only the plan stage calls these (:func:`slimio_repro.plan.make`); everything downstream reads
+the results from the cell's plan (:class:`slimio_repro.guest.CellPlan`).
+"""
 
 from __future__ import annotations
 
-import itertools
 import math
-import re
-from dataclasses import asdict, dataclass
 
-from . import paths
+from ..guest import is_slimio
 
-POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always"}
-POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log"}
 MIB = 1024 * 1024
-# Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
-SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
 
-
-def is_slimio(system: str) -> bool:
-    return system in SLIMIO_SYSTEMS
-
-
-def build_system(system: str) -> str:
-    """The Redis build a system runs: slimio-nofdp runs the slimio build."""
-    return "slimio" if is_slimio(system) else system
-
-
-def slimio_backend(config: dict, testbed: str) -> str:
-    """slimio.backend with auto resolved: nvme in the vm testbed, file on bare."""
-    backend = config["slimio"]["backend"]
-    if backend == "auto":
-        return "nvme" if testbed == "vm" else "file"
-    return backend
-
-
-def slimio_settings(config: dict, system: str, testbed: str) -> dict:
-    """The ``slimio`` section as a cell of ``system`` on ``testbed`` uses it: the backend
-    resolved, and no placement for slimio-nofdp."""
-    settings = dict(config["slimio"], backend=slimio_backend(config, testbed))
-    if system == "slimio-nofdp":
-        settings["placement_ids"] = {kind: -1 for kind in settings["placement_ids"]}
-    return settings
 
 # Bytes a SET of a K-byte key and V-byte value adds to the AOF: RESP framing
 # "*3\r\n$3\r\nSET\r\n$K\r\nKEY\r\n$V\r\nVALUE\r\n" = 23 fixed bytes + digits of K and V.
@@ -52,45 +24,6 @@ def aof_bytes_per_set(key_size: int, value_size: int) -> int:
 # which the RDB's LZF compression leaves as it is: measured 75 k keys of 4096 B -> ~310 MB.
 def rdb_bytes_per_key(key_size: int, value_size: int) -> int:
     return 1 + 1 + key_size + 5 + value_size
-
-
-@dataclass(frozen=True, order=True)
-class Cell:
-    testbed: str
-    system: str
-    workload: str
-    policy: str
-    rep: int
-
-    def wildcards(self) -> dict:
-        return asdict(self)
-
-    @property
-    def id(self) -> str:
-        return paths.CELL_ID_PATTERN.format(**self.wildcards())
-
-    @classmethod
-    def from_id(cls, cell_id: str) -> "Cell":
-        m = re.fullmatch(r"(?P<testbed>[a-z]+)-(?P<system>[a-z]+(?:-nofdp)?)-"
-                         r"(?P<workload>redis-benchmark|ycsb-a)-(?P<policy>periodical|always)"
-                         r"-r(?P<rep>\d+)", cell_id)
-        if not m:
-            raise ValueError(f"{cell_id!r} is not a cell id like {paths.CELL_ID_PATTERN}")
-        d = m.groupdict()
-        return cls(d["testbed"], d["system"], d["workload"], d["policy"], int(d["rep"]))
-
-
-def expand(config: dict) -> list[Cell]:
-    m = config["matrix"]
-    return [Cell(*combo, rep) for combo in itertools.product(
-        m["testbeds"], m["systems"], m["workloads"], m["policies"])
-        for rep in range(1, m["repetitions"] + 1)]
-
-
-def keyspace(workload: str, settings: dict) -> int:
-    """Distinct keys ``workload`` (with its ``settings``, the config's workloads.<workload>)
-    can write: redis-benchmark's key range, YCSB's records (numbered from 0)."""
-    return settings["records"] if workload == "ycsb-a" else settings["keyspace"]
 
 
 def expected_dataset_bytes(config: dict, workload: str = "redis-benchmark") -> int:

@@ -29,8 +29,9 @@ from pathlib import Path
 
 import yaml
 
-from . import build as build_mod
-from . import paths, sources
+from .. import paths
+from . import redis as build_mod
+from . import sources
 
 # The oldest fio whose io_uring_cmd engine does FDP placement (fdp=1, fdp_pli=).
 MIN_VERSION = (3, 35)

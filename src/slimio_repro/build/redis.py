@@ -17,7 +17,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from . import paths, sources
+from .. import paths
+from . import sources
 
 TOOLS = ("redis-server", "redis-cli", "redis-benchmark", "redis-check-aof", "redis-check-rdb")
 SYSTEMS = ("baseline", "slimio")

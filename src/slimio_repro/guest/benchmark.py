@@ -23,17 +23,17 @@ class BenchmarkError(RuntimeError):
     pass
 
 
-def command(bin_dir: Path, port: int, workload: dict) -> list[str]:
+def command(bin_dir: Path, port: int, workload) -> list[str]:
     cmd = [str(bin_dir / "redis-benchmark"), "-h", "127.0.0.1", "-p", str(port),
            "-t", "set",
-           "-c", str(workload["clients"]),
-           "-n", str(workload["requests"]),
-           "-r", str(workload["keyspace"]),
-           "-d", str(workload["value_size_bytes"]),
-           "--key-width", str(workload["key_size_bytes"]),
-           "-P", str(workload["pipeline"])]
-    if workload["threads"]:
-        cmd += ["--threads", str(workload["threads"])]
+           "-c", str(workload.clients),
+           "-n", str(workload.requests),
+           "-r", str(workload.keyspace),
+           "-d", str(workload.value_size_bytes),
+           "--key-width", str(workload.key_size_bytes),
+           "-P", str(workload.pipeline)]
+    if workload.threads:
+        cmd += ["--threads", str(workload.threads)]
     return cmd
 
 

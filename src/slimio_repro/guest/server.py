@@ -10,7 +10,7 @@ from pathlib import Path
 
 import redis
 
-from . import paths
+from . import layout
 
 
 class ServerError(RuntimeError):
@@ -25,7 +25,7 @@ def free_port() -> int:
 
 def render_conf(dest: Path, slimio_block: str = "", **values) -> str:
     """Write redis.conf from the template; ``slimio_block`` is empty except for system slimio."""
-    text = string.Template(paths.REDIS_CONF_TEMPLATE.read_text()).substitute(
+    text = string.Template(layout.REDIS_CONF_TEMPLATE.read_text()).substitute(
         slimio_block=slimio_block, **values)
     dest.write_text(text)
     return text

@@ -13,7 +13,7 @@ import subprocess
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import paths
+from . import layout
 
 MKFS_OPTIONS = {
     # Initialise inode tables and the journal now: lazy init would write in the background
@@ -93,7 +93,7 @@ class FsImage:
     @property
     def slimio_device(self) -> Path:
         """A slimio cell's SlimIO device: a file in the image, next to the data directory."""
-        return self.mountpoint / paths.SLIMIO_DEVICE_FILE
+        return self.mountpoint / layout.SLIMIO_DEVICE_FILE
 
     def write_bytes(self) -> int:
         return block_stat(self.loop_dev)[1]

@@ -20,7 +20,9 @@ import sys
 import time
 from pathlib import Path
 
-from . import paths, provenance, sources
+from .. import paths
+from ..build import sources
+from ..guest import layout, provenance
 
 
 class BoxError(RuntimeError):
@@ -56,7 +58,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
           log: Path) -> dict:
     """Build the box ``out`` with the Redis ``builds``, the ``fio_build`` (rule build_fio's
     directory: bin/fio, build.json) and the ``ycsb_build`` (rule build_ycsb_binding's: lib/,
-    workloads/, build.json) baked in; fio lands at :data:`paths.GUEST_FIO`, the builds under
+    workloads/, build.json) baked in; fio lands at :data:`layout.GUEST_FIO`, the builds under
     the guest's build directory with the same relative paths as here."""
     out = out.resolve()
     builds = [b.resolve() for b in builds]
@@ -86,7 +88,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
         cmd = ["bash", str(paths.BOX_SCRIPT), str(out), arch["uri"],
                arch["signed_by"] or "/usr/share/keyrings/debian-archive-keyring.gpg",
                str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), str(fio_build),
-               paths.GUEST_FIO, *map(str, builds), str(ycsb_build)]
+               layout.GUEST_FIO, *map(str, builds), str(ycsb_build)]
         fh.write(f"$ {' '.join(cmd)}\n")
         fh.flush()
         proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT)
@@ -106,7 +108,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
         "fio_build": str(fio_build.relative_to(fio_build.parents[1])),
         "fio_version": fio_record["fio_version"],
         "fio_tarball_sha256": fio_record["tarball_sha256"],
-        "guest_fio": paths.GUEST_FIO,
+        "guest_fio": layout.GUEST_FIO,
         "ycsb_build": str(ycsb_build.relative_to(ycsb_build.parents[1])),
         "ycsb_core_version": ycsb_record["ycsb_core_version"],
         "packages_file": out.name + ".packages.tsv",

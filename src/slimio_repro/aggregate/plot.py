@@ -11,8 +11,8 @@ matplotlib.use("agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from .aggregate import RUNTIME_RPS_FIGURES, SYSTEM_LABEL  # noqa: E402
-from .cells import POLICY_LABEL  # noqa: E402
+from ..guest import POLICY_LABEL  # noqa: E402
+from .tables import RUNTIME_RPS_FIGURES, SYSTEM_LABEL  # noqa: E402
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
 SHADE = {"wal_snapshot": ("tab:orange", "WAL-Snapshot"),

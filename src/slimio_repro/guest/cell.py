@@ -21,7 +21,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import benchmark, cells, fsimage, guest, paths, provenance, redislog, slimio, ycsb
+from . import benchmark, fsimage, layout, provenance, redislog, slimio, vmstorage, ycsb
+from .cellplan import Cell, CellPlan
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
 
@@ -34,14 +35,14 @@ def _write_json(path: Path, data) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
-def sampled_keys(cell: cells.Cell, workload: dict, count: int) -> list[str]:
+def sampled_keys(cell: Cell, workload, count: int) -> list[str]:
     """Keys compared value by value after recovery; deterministic per cell. Both workloads
     name their keys by number, zero-padded to the key size (redis-benchmark's patched
     --key-width, the YCSB binding's redis.keylength with ordered record numbers)."""
     rng = random.Random(cell.id)
-    space = cells.keyspace(cell.workload, workload)
+    space = workload.distinct_keys
     n = min(count, space)
-    width = workload["key_size_bytes"]
+    width = workload.key_size_bytes
     return [str(k).zfill(width) for k in sorted(rng.sample(range(space), n))]
 
 
@@ -59,48 +60,40 @@ def _dir_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
-def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
+def run(plan: CellPlan, out_dir: Path) -> Path:
+    """Run the cell ``plan`` describes; write its raw directory ``out_dir`` (never overwritten)."""
+    cell, workload, server_plan = plan.cell, plan.workload, plan.server
     # Absolute paths: redis-server changes into its data directory before opening its log.
-    out_dir, bin_dir = out_dir.resolve(), bin_dir.resolve()
-    if cell.testbed == "vm" and not guest.inside_guest(config["testbeds"]["vm"]):
+    out_dir, bin_dir = out_dir.resolve(), Path(plan.redis_bin_dir).resolve()
+    if cell.testbed == "vm" and not vmstorage.inside_guest(plan.vm):
         raise CellError(f"cell {cell.id} runs inside its VM, and this machine has no "
-                        f"{config['testbeds']['vm']['namespace']}: run it through the "
+                        f"{plan.vm.namespace}: run it through the "
                         "pipeline (snakemake), which starts the VM")
     if out_dir.exists():
         raise CellError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                         "(delete it to run the cell again)")
-    is_slimio = cells.is_slimio(cell.system)
-    slimio_settings = cells.slimio_settings(config, cell.system, cell.testbed)
-    admin = bin_dir / paths.SLIMIO_ADMIN
+    if not (bin_dir / "redis-server").is_file():
+        raise CellError(f"{bin_dir} has no redis-server: build it first "
+                        "(`snakemake --cores all build_redis`)")
+    is_slimio = plan.is_slimio
+    admin = bin_dir / layout.SLIMIO_ADMIN
     if is_slimio and not admin.is_file():
-        raise CellError(f"{bin_dir} has no {paths.SLIMIO_ADMIN}: is it a slimio build? "
+        raise CellError(f"{bin_dir} has no {layout.SLIMIO_ADMIN}: is it a slimio build? "
                         "Build it with `snakemake --cores all build_redis`")
+    ycsb_dir = None
+    if cell.workload == "ycsb-a":
+        ycsb_dir = Path(plan.ycsb_dir)
+        if not (ycsb_dir / "build.json").is_file():
+            raise CellError(f"{ycsb_dir} has no build.json: build the YCSB binding first "
+                            "(`snakemake --cores all build_ycsb`)")
     partial = out_dir.with_name(out_dir.name + ".partial")
     if partial.exists():
         fsimage.cleanup_stale(partial)
         shutil.rmtree(partial)
     partial.mkdir(parents=True)
-
-    workload = config["workloads"][cell.workload]
-    ycsb_dir = None
-    if cell.workload == "ycsb-a":
-        ycsb_dir = ycsb.build_dir(config)
-        if not (ycsb_dir / "build.json").is_file():
-            raise CellError(f"{ycsb_dir} has no build.json: build the YCSB binding first "
-                            "(`snakemake --cores all build_ycsb`)")
-    derived = {
-        "appendfsync": cells.POLICY_APPENDFSYNC[cell.policy],
-        "auto_aof_rewrite_min_size_bytes": cells.aof_rewrite_min_size_bytes(config,
-                                                                            cell.workload),
-        "auto_aof_rewrite_percentage": config["server"]["auto_aof_rewrite_percentage"],
-        "image_size_bytes": cells.image_size_bytes(config, cell.system, cell.workload),
-        "expected_wal_bytes": cells.expected_wal_bytes(config, cell.workload),
-        "expected_dataset_bytes": cells.expected_dataset_bytes(config, cell.workload),
-    }
-    if is_slimio:
-        derived.update(slimio.sizes(config, cell.workload))
-    _write_json(partial / paths.RAW_CONFIG, {"config": config, "derived": derived})
-    prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": config["profile"],
+    (partial / layout.RAW_PLAN).write_text(plan.to_json())
+    prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": plan.profile,
+            "plan_sha256": plan.sha256(),
             "utc_start": provenance.utc_now(), "host": provenance.host(),
             "git": provenance.git(), "tools": provenance.tools(bin_dir),
             "redis_build": json.loads((bin_dir.parent / "build.json").read_text())}
@@ -113,23 +106,23 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
                         "workload_file": str(ycsb_dir / ycsb.WORKLOAD_FILE)}
     commands, events, device = [], {}, {}
     servers: list[RedisServer] = []
-    keys = sampled_keys(cell, workload, config["recovery"]["sampled_keys"])
+    keys = sampled_keys(cell, workload, plan.recovery.sampled_keys)
 
     def start_server(conf_name: str, log_name: str) -> RedisServer:
-        block = slimio.conf_block(slimio_settings, device_file, derived) if is_slimio else ""
+        block = slimio.conf_block(plan.slimio, device_file) if is_slimio else ""
         render_conf(partial / conf_name, port=port, data_dir=data_dir,
-                    log_file=partial / log_name, appendfsync=derived["appendfsync"],
-                    auto_aof_rewrite_percentage=derived["auto_aof_rewrite_percentage"],
-                    auto_aof_rewrite_min_size=derived["auto_aof_rewrite_min_size_bytes"],
+                    log_file=partial / log_name, appendfsync=plan.sizing.appendfsync,
+                    auto_aof_rewrite_percentage=plan.sizing.auto_aof_rewrite_percentage,
+                    auto_aof_rewrite_min_size=plan.sizing.auto_aof_rewrite_min_size_bytes,
                     slimio_block=block)
         server = RedisServer(bin_dir, partial / conf_name, port, partial / log_name)
         servers.append(server)
         commands.append({"what": conf_name, "argv": server.command})
-        server.start(config["server"]["start_timeout_s"])
+        server.start(server_plan.start_timeout_s)
         return server
 
     sampler = monitor = None
-    with storage(cell, config, partial, derived) as fs:
+    with storage(plan, partial) as fs:
         try:
             prov["storage"] = fs.describe()
             data_dir = fs.data_parent / "data"
@@ -137,15 +130,15 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             device_file = fs.slimio_device
             if is_slimio:
                 prov["storage"]["slimio"] = slimio.prepare(
-                    admin, device_file, slimio_settings, derived, commands, partial)
+                    admin, device_file, plan.slimio, commands, partial)
             port = free_port()
             if cell.testbed == "vm":
-                monitor = guest.DeviceMonitor(config["testbeds"]["vm"], partial)
+                monitor = vmstorage.DeviceMonitor(plan.vm, partial)
                 monitor.start()
             device["write_bytes_at_start"] = fs.write_bytes()
-            server = start_server(paths.RAW_REDIS_CONF, paths.RAW_REDIS_LOG)
-            sampler = Sampler(port, server.pid, partial / paths.RAW_SAMPLER,
-                              config["server"]["sampler_interval_s"])
+            server = start_server(layout.RAW_REDIS_CONF, layout.RAW_REDIS_LOG)
+            sampler = Sampler(port, server.pid, partial / layout.RAW_SAMPLER,
+                              server_plan.sampler_interval_s)
             sampler.start()
             if ycsb_dir is not None:
                 events.update(run_ycsb(ycsb_dir, port, workload, partial, commands,
@@ -153,15 +146,15 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
             else:
                 cmd = benchmark.command(bin_dir, port, workload)
                 commands.append({"what": "workload", "argv": cmd})
-                events["workload"] = benchmark.run(cmd, partial / paths.RAW_BENCHMARK,
-                                                   partial / paths.RAW_BENCHMARK_ERR,
-                                                   workload["timeout_s"])
+                events["workload"] = benchmark.run(cmd, partial / layout.RAW_BENCHMARK,
+                                                   partial / layout.RAW_BENCHMARK_ERR,
+                                                   workload.timeout_s)
             device["write_bytes_after_workload"] = fs.write_bytes()
-            server.wait_idle(config["server"]["snapshot_timeout_s"])
+            server.wait_idle(server_plan.snapshot_timeout_s)
             events["snapshots_idle_unix_s"] = time.time()
-            if workload["on_demand_snapshot"]:
+            if workload.on_demand_snapshot:
                 t0 = time.time()
-                server.bgsave(config["server"]["snapshot_timeout_s"])
+                server.bgsave(server_plan.snapshot_timeout_s)
                 events["on_demand_snapshot"] = {"start_unix_s": t0, "end_unix_s": time.time()}
                 # Its size: the RDB file, or the On-Demand slot SlimIO just promoted.
                 events["on_demand_snapshot"]["bytes"] = (
@@ -169,32 +162,31 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
                     if is_slimio else (data_dir / "dump.rdb").stat().st_size)
             sampler.stop()
             cli = server.client()
-            _write_json(partial / paths.RAW_INFO_END, cli.info("everything"))
+            _write_json(partial / layout.RAW_INFO_END, cli.info("everything"))
             if is_slimio:
-                (partial / paths.RAW_SLIMIO_INFO_END).write_text(server.info_raw("slimio"))
+                (partial / layout.RAW_SLIMIO_INFO_END).write_text(server.info_raw("slimio"))
             before = fingerprint(cli, keys)
             server.shutdown()
             device["write_bytes_at_shutdown"] = fs.write_bytes()
             if is_slimio:
                 # What the recovery starts from: the slots and live WAL generations.
-                slimio.inspect(admin, device_file, derived["slimio_lba_size_bytes"],
-                               partial / paths.RAW_SLIMIO_INSPECT_AFTER)
-            if config["recovery"]["enabled"]:
-                _write_json(partial / paths.RAW_RECOVERY,
-                            recover(fs, data_dir, config, before, keys, start_server, partial,
-                                    is_slimio))
+                slimio.inspect(admin, device_file, plan.slimio.lba_size_bytes,
+                               partial / layout.RAW_SLIMIO_INSPECT_AFTER)
+            if plan.recovery.enabled:
+                _write_json(partial / layout.RAW_RECOVERY,
+                            recover(fs, data_dir, plan, before, keys, start_server, partial))
             if monitor is not None:
                 monitor.stop()
             device["block_device"] = fs.block_device
             device["data_dir_bytes"] = _dir_bytes(data_dir)
             if is_slimio:
                 device["slimio_device_bytes"] = prov["storage"]["slimio"]["device_bytes"]
-            if cell.testbed == "vm" and config["testbeds"]["vm"]["roofline"]["enabled"]:
+            if cell.testbed == "vm" and plan.vm.roofline.enabled:
                 # Last: it overwrites the namespace, whose trace and statistics are closed.
                 fs.release()
-                prov["roofline"] = guest.roofline(config["testbeds"]["vm"], partial,
-                                                  slimio_settings if is_slimio else {},
-                                                  commands)
+                prov["roofline"] = vmstorage.roofline(
+                    plan.vm, partial, plan.slimio.placement_ids if is_slimio else None,
+                    commands)
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
             if sampler is not None:
@@ -209,33 +201,33 @@ def run(cell: cells.Cell, config: dict, out_dir: Path, bin_dir: Path) -> Path:
     device["write_bytes_total"] = (device["write_bytes_at_shutdown"]
                                    - device["write_bytes_at_start"])
     prov["utc_end"] = provenance.utc_now()
-    prov["redis_log_version"] = redislog.version((partial / paths.RAW_REDIS_LOG).read_text())
-    _write_json(partial / paths.RAW_COMMANDS, commands)
-    _write_json(partial / paths.RAW_EVENTS, events)
-    _write_json(partial / paths.RAW_DEVICE_STATS, device)
-    _write_json(partial / paths.RAW_PROVENANCE, prov)
+    prov["redis_log_version"] = redislog.version((partial / layout.RAW_REDIS_LOG).read_text())
+    _write_json(partial / layout.RAW_COMMANDS, commands)
+    _write_json(partial / layout.RAW_EVENTS, events)
+    _write_json(partial / layout.RAW_DEVICE_STATS, device)
+    _write_json(partial / layout.RAW_PROVENANCE, prov)
     if (partial / "mnt").is_dir():
         (partial / "mnt").rmdir()
-    (partial / paths.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
+    (partial / layout.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
 
 
-def run_ycsb(ycsb_dir: Path, port: int, workload: dict, partial: Path, commands: list,
+def run_ycsb(ycsb_dir: Path, port: int, workload, partial: Path, commands: list,
              fs, device: dict) -> dict:
     """YCSB-A's load phase (the records), then its run phase (the operations), each one JVM
     against the cell's server. Returns their events; the run phase is the cell's workload."""
     events = {}
     for phase in ycsb.PHASES:
         cmd = ycsb.command(ycsb_dir, phase, port, workload,
-                           partial / paths.RAW_YCSB_HDR_PREFIX.format(phase=phase))
+                           partial / layout.RAW_YCSB_HDR_PREFIX.format(phase=phase))
         commands.append({"what": f"ycsb {phase}", "argv": cmd})
-        stdout = partial / paths.RAW_YCSB_STDOUT.format(phase=phase)
+        stdout = partial / layout.RAW_YCSB_STDOUT.format(phase=phase)
         events["load" if phase == "load" else "workload"] = ycsb.run(
-            cmd, stdout, partial / paths.RAW_YCSB_STATUS.format(phase=phase),
-            workload["timeout_s"], phase)
+            cmd, stdout, partial / layout.RAW_YCSB_STATUS.format(phase=phase),
+            workload.timeout_s, phase)
         ycsb.verify(ycsb.parse_summary(stdout.read_text(), str(stdout)), phase,
-                    workload["records"] if phase == "load" else workload["operations"],
+                    workload.records if phase == "load" else workload.operations,
                     str(stdout))
         if phase == "load":
             device["write_bytes_after_load"] = fs.write_bytes()
@@ -243,48 +235,47 @@ def run_ycsb(ycsb_dir: Path, port: int, workload: dict, partial: Path, commands:
 
 
 @contextmanager
-def storage(cell: cells.Cell, config: dict, partial: Path, derived: dict):
+def storage(plan: CellPlan, partial: Path):
     """The cell's storage: a fresh image (bare) or the guest's provisioned namespace (vm)."""
-    if cell.testbed == "bare":
-        bare = config["testbeds"]["bare"]
-        with fsimage.fresh_image(partial / "fs.img", partial / "mnt", bare["filesystem"],
-                                 derived["image_size_bytes"], bare["direct_io"]) as fs:
+    if plan.cell.testbed == "bare":
+        with fsimage.fresh_image(partial / "fs.img", partial / "mnt", plan.bare.filesystem,
+                                 plan.sizing.image_size_bytes, plan.bare.direct_io) as fs:
             yield fs
         return
-    scratch = Path(config["testbeds"]["vm"]["guest_scratch_dir"]) / cell.id
+    scratch = Path(plan.vm.guest_scratch_dir) / plan.id
     if scratch.exists():
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     try:
-        backend = cells.slimio_backend(config, "vm") if cells.is_slimio(cell.system) else None
-        yield guest.GuestStorage(config["testbeds"]["vm"], cell.system, scratch, backend)
+        backend = plan.slimio.backend if plan.is_slimio else None
+        yield vmstorage.GuestStorage(plan.vm, plan.cell.system, scratch, backend)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def recover(fs, data_dir: Path, config: dict, before: dict, keys: list[str],
-            start_server, partial: Path, is_slimio: bool) -> dict:
+def recover(fs, data_dir: Path, plan: CellPlan, before: dict, keys: list[str],
+            start_server, partial: Path) -> dict:
     """Restart on the same data (same configuration), time the load and verify the dataset."""
-    if config["recovery"]["cold_cache"]:
+    if plan.recovery.cold_cache:
         fs.remount()
     aof_bytes = _dir_bytes(data_dir / "appendonlydir")
     read_before = fs.read_bytes()
-    server = start_server("redis-recovery.conf", paths.RAW_RECOVERY_LOG)
+    server = start_server("redis-recovery.conf", layout.RAW_RECOVERY_LOG)
     wall = server.ready_at - server.started_at
     read_after = fs.read_bytes()
     read_bytes = None if read_before is None else read_after - read_before
     cli = server.client()
     after = fingerprint(cli, keys)
-    _write_json(partial / paths.RAW_INFO_RECOVERY, cli.info("everything"))
-    if is_slimio:
+    _write_json(partial / layout.RAW_INFO_RECOVERY, cli.info("everything"))
+    if plan.is_slimio:
         # slimio_recovery_time_s, _bytes, _mbps: what SlimIO read from its device.
-        (partial / paths.RAW_SLIMIO_INFO_RECOVERY).write_text(server.info_raw("slimio"))
+        (partial / layout.RAW_SLIMIO_INFO_RECOVERY).write_text(server.info_raw("slimio"))
     server.shutdown()
-    loads = redislog.load_times((partial / paths.RAW_RECOVERY_LOG).read_text())
+    loads = redislog.load_times((partial / layout.RAW_RECOVERY_LOG).read_text())
     mismatched = sorted(k for k in keys if before["sampled_values_sha256"][k]
                         != after["sampled_values_sha256"][k])
     return {
-        "cold_cache": config["recovery"]["cold_cache"],
+        "cold_cache": plan.recovery.cold_cache,
         "startup_wall_s": round(wall, 3),
         "load_time_s": loads.get("append only file"),
         "load_times_by_file_s": loads,

@@ -19,6 +19,7 @@ Everything that varies is in the config (``testbeds.vm``) and a device profile i
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import os
@@ -31,9 +32,9 @@ import tarfile
 import time
 from pathlib import Path
 
-import yaml
-
-from . import cells, paths, provenance
+from .. import paths
+from ..guest import CellPlan, DeviceProfile, layout, provenance
+from . import accel as accelmod
 
 GUEST_ROOT = "/opt/slimio-repro"
 GUEST_BUILD_DIR = f"{GUEST_ROOT}/build"
@@ -41,10 +42,11 @@ GUEST_PYTHON_DIR = f"{GUEST_ROOT}/python"
 GUEST_REPO_DIR = f"{GUEST_ROOT}/repo"
 GUEST_CELLS_DIR = "/var/lib/slimio-repro/cells"
 BOX_NAME_PREFIX = "slimio-repro-"
-# What the guest needs of the repository to run a cell (no build inputs, no tests).
-# (ycsb-bindings/pom.xml names the YCSB build the box has.)
-GUEST_REPO_FILES = ["src/slimio_repro", "redis-baseline/redis.conf.template",
-                    "ycsb-bindings/pom.xml", "requirements.txt"]
+# What the guest needs of the repository to run a cell: the guest sub-package (it imports
+# nothing else of the package), the redis.conf template, and requirements.txt (the pins its
+# provenance reports).
+GUEST_REPO_FILES = ["src/slimio_repro/__init__.py", "src/slimio_repro/guest",
+                    "redis-baseline/redis.conf.template", "requirements.txt"]
 PROGRESS = re.compile(r"\r|\x1b\[K")
 
 
@@ -52,43 +54,7 @@ class VmError(RuntimeError):
     pass
 
 
-# Device profiles ---------------------------------------------------------------------------
-PROFILE_KEYS = {"emulator", "capacity_gib", "lba_size_bytes", "fdp", "reclaim_unit_size_mib",
-                "reclaim_unit_handles", "reclaim_groups", "description", "femu"}
-
-
-def load_device_profile(name_or_path: str) -> dict:
-    """A device profile from femu/ (by name, e.g. ``qemu-fdp-smoke``, or by path)."""
-    path = Path(name_or_path)
-    if not path.suffix:
-        path = paths.FEMU_DIR / f"{name_or_path}.yaml"
-    elif not path.is_absolute():
-        path = paths.REPO_ROOT / path
-    if not path.is_file():
-        known = ", ".join(sorted(p.stem for p in paths.FEMU_DIR.glob("*.yaml")))
-        raise VmError(f"device profile {name_or_path!r} not found ({path}); known: {known}")
-    profile = yaml.safe_load(path.read_text())
-    unknown = set(profile) - PROFILE_KEYS
-    missing = {"emulator", "capacity_gib", "lba_size_bytes", "fdp"} - set(profile)
-    if unknown or missing:
-        raise VmError(f"device profile {path}: unknown keys {sorted(unknown)}, missing keys "
-                      f"{sorted(missing)}; see femu/README.md")
-    if profile["emulator"] not in ("qemu", "femu"):
-        raise VmError(f"device profile {path}: emulator {profile['emulator']!r} is neither "
-                      "qemu nor femu")
-    if profile["lba_size_bytes"] not in (512, 4096):
-        raise VmError(f"device profile {path}: lba_size_bytes {profile['lba_size_bytes']} "
-                      "must be 512 or 4096")
-    if profile["fdp"]:
-        for key in ("reclaim_unit_size_mib", "reclaim_unit_handles", "reclaim_groups"):
-            if not isinstance(profile.get(key), int) or profile[key] < 1:
-                raise VmError(f"device profile {path}: FDP needs a positive integer {key}")
-    profile["path"] = str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(
-        paths.REPO_ROOT) else str(path)
-    return profile
-
-
-def device_qemu_args(profile: dict, image: Path) -> list[str]:
+def device_qemu_args(profile: DeviceProfile, image: Path) -> list[str]:
     """QEMU options for the profile's NVMe SSD, backed by ``image``.
 
     QEMU's own emulation: an NVMe subsystem (FDP lives there: reclaim unit size, groups and
@@ -96,19 +62,18 @@ def device_qemu_args(profile: dict, image: Path) -> list[str]:
     free slots), and namespace 1 with the profile's LBA size and all reclaim unit handles.
     FEMU: its ``femu`` device in FDP mode with the same capacity.
     """
-    lba = profile["lba_size_bytes"]
-    if profile["emulator"] == "femu":
-        femu = profile.get("femu", {})
-        opts = [f"devsz_mb={profile['capacity_gib'] * 1024}", "namespaces=1",
-                *(f"{k}={v}" for k, v in sorted(femu.items()))]
+    lba = profile.lba_size_bytes
+    if profile.emulator == "femu":
+        opts = [f"devsz_mb={profile.capacity_gib * 1024}", "namespaces=1",
+                *profile.femu_options]
         return ["-device", "femu," + ",".join(opts)]
     subsys = "nvme-subsys,id=slimio-subsys"
     ns = f"nvme-ns,drive=slimio-nvm,nsid=1,logical_block_size={lba},physical_block_size={lba}"
-    if profile["fdp"]:
-        subsys += (f",fdp=on,fdp.runs={profile['reclaim_unit_size_mib']}M"
-                   f",fdp.nrg={profile['reclaim_groups']}"
-                   f",fdp.nruh={profile['reclaim_unit_handles']}")
-        ns += f",fdp.ruhs=0-{profile['reclaim_unit_handles'] - 1}"
+    if profile.fdp:
+        subsys += (f",fdp=on,fdp.runs={profile.reclaim_unit_size_mib}M"
+                   f",fdp.nrg={profile.reclaim_groups}"
+                   f",fdp.nruh={profile.reclaim_unit_handles}")
+        ns += f",fdp.ruhs=0-{profile.reclaim_unit_handles - 1}"
     return ["-device", subsys,
             "-device", "nvme,id=slimio-nvme,serial=slimio0,subsys=slimio-subsys,"
                        "bus=pci.0,addr=0x10",
@@ -124,8 +89,7 @@ def accelerator(setting: str) -> dict:
     verdict = Path(paths.ACCEL_VERDICT)
     if verdict.is_file():
         return json.loads(verdict.read_text())
-    from . import accel
-    return accel.probe()
+    return accelmod.probe()
 
 
 # The box -----------------------------------------------------------------------------------
@@ -248,41 +212,42 @@ def _repo_tar(files: list[str] = GUEST_REPO_FILES) -> bytes:
     return buf.getvalue()
 
 
-def guest_config(config: dict, profile: dict) -> dict:
-    """The config as the guest sees it: the box's paths, and whether the device has FDP."""
-    cfg = json.loads(json.dumps(config))
-    cfg["build_dir"] = GUEST_BUILD_DIR
-    cfg["results_dir"] = GUEST_CELLS_DIR
-    cfg["testbeds"]["vm"]["fdp"] = bool(profile["fdp"])
-    return cfg
+def guest_plan(plan: CellPlan) -> CellPlan:
+    """The cell's plan as the guest sees it: the builds baked into the box."""
+    bin_dir = Path(plan.redis_bin_dir)
+    return dataclasses.replace(
+        plan, redis_bin_dir=f"{GUEST_BUILD_DIR}/{bin_dir.parent.parent.name}/"
+                            f"{bin_dir.parent.name}/bin",
+        ycsb_dir=(f"{GUEST_BUILD_DIR}/ycsb/{Path(plan.ycsb_dir).name}"
+                  if plan.ycsb_dir else None))
 
 
-def spec(config: dict, cell: cells.Cell, vm_dir: Path, box: str, box_file: Path,
-         profile: dict) -> dict:
-    vm = config["testbeds"]["vm"]
-    accel = accelerator(vm["accel"])
-    emulator = vm["emulator_path"] or shutil.which("qemu-system-x86_64") or \
+def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path) -> dict:
+    vm, profile = plan.vm, plan.vm.device
+    accel = accelerator(vm.accel)
+    emulator = vm.emulator_path or shutil.which("qemu-system-x86_64") or \
         "/usr/bin/qemu-system-x86_64"
-    if profile["emulator"] == "femu" and accel["accel"] != "kvm":
-        raise VmError(f"device profile {profile['path']} needs FEMU, which needs KVM; this "
+    if profile.emulator == "femu" and accel["accel"] != "kvm":
+        raise VmError(f"device profile {profile.path} needs FEMU, which needs KVM; this "
                       f"host uses {accel['accel']} ({accel['reason']}). Use a qemu profile")
     qemu_args = device_qemu_args(profile, vm_dir / "nvme.img")
     if accel["accel"] == "tcg":
         qemu_args += ["-cpu", "max"]
     return {"box": box, "ssh_private_key": str(box_file) + ".key",
-            "boot_timeout_s": vm["boot_timeout_s"], "storage_pool": vm["storage_pool"],
-            "cpus": vm["cpus"], "memory_mb": vm["memory_mb"], "accel": accel["accel"],
+            "boot_timeout_s": vm.boot_timeout_s, "storage_pool": vm.storage_pool,
+            "cpus": vm.cpus, "memory_mb": vm.memory_mb, "accel": accel["accel"],
             "accel_reason": accel["reason"], "emulator_path": emulator,
             "console_log": str(vm_dir / "console.log"), "qemu_args": qemu_args,
-            "device_profile": profile, "cell": cell.id}
+            "device_profile": profile.as_dict(), "cell": plan.id}
 
 
 DEFAULT_WORK_DIR = Path("/var/tmp/slimio-repro/vm")
 
 
-def work_dir(vm_cfg: dict) -> Path:
-    """Where cells' VM directories go; libvirt's QEMU (its own user) must reach them."""
-    work = Path(vm_cfg["work_dir"]) if vm_cfg["work_dir"] else DEFAULT_WORK_DIR
+def work_dir(setting: str | None) -> Path:
+    """Where cells' VM directories go (testbeds.vm.work_dir); libvirt's QEMU (its own user)
+    must reach them."""
+    work = Path(setting) if setting else DEFAULT_WORK_DIR
     work = work if work.is_absolute() else paths.REPO_ROOT / work
     work.mkdir(parents=True, exist_ok=True)
     for d in [work, *work.parents]:
@@ -293,15 +258,15 @@ def work_dir(vm_cfg: dict) -> Path:
     return work
 
 
-def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> Path:
+def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``."""
+    cell = plan.cell
     out_dir, box_file = out_dir.resolve(), box_file.resolve()
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                       "(delete it to run the cell again)")
-    vm_cfg = config["testbeds"]["vm"]
-    profile = load_device_profile(vm_cfg["device_profile"])
-    vm_dir = work_dir(vm_cfg) / cell.id
+    vm_cfg, profile = plan.vm, plan.vm.device
+    vm_dir = work_dir(vm_cfg.work_dir) / cell.id
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
@@ -312,12 +277,12 @@ def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> P
     os.chmod(vm_dir, 0o755)
     log = records / "vagrant.log"
     timings = {}
-    box = ensure_box(box_file, vm_cfg["storage_pool"], log)
+    box = ensure_box(box_file, vm_cfg.storage_pool, log)
     image = vm_dir / "nvme.img"
     with open(image, "xb") as fh:
-        fh.truncate(profile["capacity_gib"] << 30)
+        fh.truncate(profile.capacity_bytes)
     os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
-    the_spec = spec(config, cell, vm_dir, box, box_file, profile)
+    the_spec = spec(plan, vm_dir, box, box_file)
     (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     vm = Vm(vm_dir, the_spec, log)
     host_prov = {"host": provenance.host(), "git": provenance.git(),
@@ -327,19 +292,20 @@ def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> P
     try:
         timings["vagrant_up_s"] = vm.up()
         timings["provision_s"] = vm.provision(
-            {"slimio_guest_system": cell.system, "slimio_guest_settings": vm_cfg,
-             "slimio_guest_device_profile": profile}, records / "provision.log")
+            {"slimio_guest_system": cell.system,
+             "slimio_guest_settings": dataclasses.asdict(vm_cfg),
+             "slimio_guest_device_profile": profile.as_dict()}, records / "provision.log")
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{cell.id}"
         vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
                f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
                f"sudo tar -xzf - -C {GUEST_REPO_DIR}", stdin=_repo_tar())
-        vm.ssh(f"sudo tee {GUEST_ROOT}/config.json >/dev/null",
-               stdin=json.dumps(guest_config(config, profile)).encode())
+        vm.ssh(f"sudo tee {GUEST_ROOT}/{layout.RAW_PLAN} >/dev/null",
+               stdin=guest_plan(plan).to_json().encode())
         t0 = time.monotonic()
         proc = vm.ssh(f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
-                      f"python3 -m slimio_repro.guest run-cell --config-json "
-                      f"{GUEST_ROOT}/config.json --cell {cell.id} 2>&1", check=False,
-                      timeout=config["workloads"][cell.workload]["timeout_s"] * 3)
+                      f"python3 -m slimio_repro.guest run-cell --plan-json "
+                      f"{GUEST_ROOT}/{layout.RAW_PLAN} --out {guest_raw} 2>&1", check=False,
+                      timeout=plan.workload.timeout_s * 3)
         (records / "guest-run-cell.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
@@ -366,14 +332,15 @@ def run_cell(cell: cells.Cell, config: dict, out_dir: Path, box_file: Path) -> P
     host_prov["utc_end"] = provenance.utc_now()
     host_prov["timings_s"] = timings
     (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
-    prov = json.loads((partial / paths.RAW_PROVENANCE).read_text())
+    prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
     prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
     prov["vm"] = {"host": host_prov["host"], "tools": host_prov["tools"],
                   "box": host_prov["box"], "timings_s": timings,
                   "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
                   "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
-                  "device_profile": profile, "qemu_device_args": the_spec["qemu_args"]}
-    (partial / paths.RAW_PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
+                  "device_profile": profile.as_dict(),
+                  "qemu_device_args": the_spec["qemu_args"]}
+    (partial / layout.RAW_PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
     partial.rename(out_dir)
     return out_dir
 

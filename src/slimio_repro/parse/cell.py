@@ -7,12 +7,14 @@ to the WAL-only phase otherwise. Only intervals inside the workload window count
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
 import pandas as pd
 
-from . import benchmark, cells, fdp, guest, nvmetrace, paths, redislog, ycsb
+from ..guest import CellPlan, benchmark, fdp, is_slimio, layout, redislog, ycsb
+from . import nvmetrace
 
 GB = 1e9
 MB = 1e6
@@ -83,17 +85,17 @@ SLIMIO_RECOVERY_FIELDS = ("slimio_recovery_time_s", "slimio_recovery_bytes",
 def slimio_recovery(raw: Path) -> dict:
     """What SlimIO read from its device to recover: INFO slimio, checked against its log line."""
     try:
-        info = info_fields((raw / paths.RAW_SLIMIO_INFO_RECOVERY).read_text())
+        info = info_fields((raw / layout.RAW_SLIMIO_INFO_RECOVERY).read_text())
     except FileNotFoundError:
-        raise ParseError(f"{raw} has no {paths.RAW_SLIMIO_INFO_RECOVERY}: a slimio cell with "
+        raise ParseError(f"{raw} has no {layout.RAW_SLIMIO_INFO_RECOVERY}: a slimio cell with "
                          "recovery must keep INFO slimio of the recovered server") from None
     missing = [f for f in SLIMIO_RECOVERY_FIELDS if f not in info]
     if missing:
-        raise ParseError(f"{raw / paths.RAW_SLIMIO_INFO_RECOVERY} lacks {', '.join(missing)}: "
+        raise ParseError(f"{raw / layout.RAW_SLIMIO_INFO_RECOVERY} lacks {', '.join(missing)}: "
                          "did the server recover from its SlimIO device?")
-    line = redislog.slimio_recovery((raw / paths.RAW_RECOVERY_LOG).read_text())
+    line = redislog.slimio_recovery((raw / layout.RAW_RECOVERY_LOG).read_text())
     if line is None:
-        raise ParseError(f"{raw / paths.RAW_RECOVERY_LOG} has no 'SlimIO recovery: loaded ...' "
+        raise ParseError(f"{raw / layout.RAW_RECOVERY_LOG} has no 'SlimIO recovery: loaded ...' "
                          "line: did the server recover from its SlimIO device?")
     if line["bytes"] != info["slimio_recovery_bytes"]:
         raise ParseError(f"{raw}: INFO slimio says slimio_recovery_bytes="
@@ -115,7 +117,7 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
     (:func:`nvmetrace.check_placement`): ``nvme_trace_placement_ok``.
     """
     out: dict = {}
-    before, after = raw / guest.RAW_FDP_STATS_BEFORE, raw / guest.RAW_FDP_STATS_AFTER
+    before, after = raw / layout.RAW_FDP_STATS_BEFORE, raw / layout.RAW_FDP_STATS_AFTER
     if before.exists() and after.exists():
         delta = fdp.stats_delta(fdp.parse_stats(before.read_text(), str(before)),
                                 fdp.parse_stats(after.read_text(), str(after)))
@@ -123,10 +125,10 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
                     "fdp_media_bytes_written": delta["media_bytes_written"],
                     "fdp_media_bytes_erased": delta["media_bytes_erased"],
                     "waf": delta["waf"]})
-    trace = raw / guest.RAW_TRACE
+    trace = raw / layout.RAW_TRACE
     if trace.exists():
         summary = nvmetrace.summarize(trace, lba_size_bytes)
-        stats = _json(raw, guest.RAW_TRACE_STATS)
+        stats = _json(raw, layout.RAW_TRACE_STATS)
         by_pid = summary["writes_per_placement_id"]
         out.update({
             "nvme_trace_write_commands": summary["write_commands"],
@@ -140,10 +142,10 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
             **{f"nvme_trace_write_bytes_pid_{pid}": v["write_bytes"]
                for pid, v in sorted(by_pid.items())},
         })
-        layout = raw / paths.RAW_SLIMIO_INSPECT_AFTER
+        layout = raw / layout.RAW_SLIMIO_INSPECT_AFTER
         if slimio_storage and "placement_ids" in slimio_storage and layout.exists():
             check = nvmetrace.check_placement(
-                trace, nvmetrace.slimio_regions(_json(raw, paths.RAW_SLIMIO_INSPECT_AFTER),
+                trace, nvmetrace.slimio_regions(_json(raw, layout.RAW_SLIMIO_INSPECT_AFTER),
                                                 slimio_storage["placement_ids"]),
                 lba_size_bytes)
             out["nvme_trace_placement_ok"] = check["ok"]
@@ -151,8 +153,8 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
             for region, per_pid in check["write_bytes_per_region"].items():
                 out[f"nvme_trace_{region}_write_bytes"] = sum(per_pid.values())
                 out[f"nvme_trace_{region}_placement_ids"] = ";".join(sorted(per_pid))
-    if (raw / paths.RAW_ROOFLINE).exists():
-        roof = _json(raw, paths.RAW_ROOFLINE)
+    if (raw / layout.RAW_ROOFLINE).exists():
+        roof = _json(raw, layout.RAW_ROOFLINE)
         out.update({"roofline_seq_write_mb_s": roof["seq_write_mb_s"],
                     "roofline_seq_write_bytes": roof["seq_write_bytes"],
                     "roofline_block_size_bytes": roof["block_size_bytes"],
@@ -164,7 +166,7 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
 
 def benchmark_records(raw: Path, settings: dict) -> tuple[dict, list[dict]]:
     """redis-benchmark's numbers (SET only) and its per-interval throughput."""
-    bench = benchmark.parse((raw / paths.RAW_BENCHMARK).read_text())
+    bench = benchmark.parse((raw / layout.RAW_BENCHMARK).read_text())
     return {
         "clients": settings["clients"], "requests": settings["requests"],
         "keyspace": settings["keyspace"],
@@ -188,7 +190,7 @@ def ycsb_records(raw: Path, settings: dict,
     finds no value means the load or the server lost a record."""
     phases = {}
     for phase in ycsb.PHASES:
-        path = raw / paths.RAW_YCSB_STDOUT.format(phase=phase)
+        path = raw / layout.RAW_YCSB_STDOUT.format(phase=phase)
         expected = settings["records"] if phase == "load" else settings["operations"]
         try:
             phases[phase] = ycsb.parse_summary(path.read_text(), str(path))
@@ -201,9 +203,9 @@ def ycsb_records(raw: Path, settings: dict,
     run, load = phases["run"]["operations"], phases["load"]["operations"]
     get, put, ins = run.get("READ", {}), run.get("UPDATE", {}), load.get("INSERT", {})
     done = get.get("operations", 0) + put.get("operations", 0)
-    status_text = (raw / paths.RAW_YCSB_STATUS.format(phase="run")).read_text()
+    status_text = (raw / layout.RAW_YCSB_STATUS.format(phase="run")).read_text()
     status = ycsb.parse_status(status_text)
-    info = _json(raw, paths.RAW_INFO_END)
+    info = _json(raw, layout.RAW_INFO_END)
     return {
         "clients": settings["threads"], "requests": settings["operations"],
         "keyspace": settings["records"],
@@ -227,19 +229,31 @@ def ycsb_records(raw: Path, settings: dict,
     }, ycsb.intervals(status), ycsb.test_started(status_text)
 
 
+def settings(raw: Path, workload: str) -> tuple[dict, dict]:
+    """The cell's workload settings and derived numbers: from its plan (``plan.json``), or,
+    for cells made before the plan existed, from ``effective-config.json``."""
+    if (raw / layout.RAW_PLAN).exists():
+        plan = CellPlan.from_json((raw / layout.RAW_PLAN).read_text())
+        derived = {"auto_aof_rewrite_min_size_bytes":
+                   plan.sizing.auto_aof_rewrite_min_size_bytes,
+                   **(plan.slimio.layout() if plan.slimio else {})}
+        return dataclasses.asdict(plan.workload), derived
+    eff = _json(raw, layout.RAW_CONFIG)
+    return eff["config"]["workloads"][workload], eff["derived"]
+
+
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     raw = Path(raw)
-    if not (raw / paths.RAW_COMPLETE).exists():
-        raise ParseError(f"{raw} is not a complete cell (no {paths.RAW_COMPLETE})")
-    prov = _json(raw, paths.RAW_PROVENANCE)
-    eff = _json(raw, paths.RAW_CONFIG)
-    events = _json(raw, paths.RAW_EVENTS)
-    device = _json(raw, paths.RAW_DEVICE_STATS)
-    samples = pd.read_csv(raw / paths.RAW_SAMPLER)
-    log = (raw / paths.RAW_REDIS_LOG).read_text()
+    if not (raw / layout.RAW_COMPLETE).exists():
+        raise ParseError(f"{raw} is not a complete cell (no {layout.RAW_COMPLETE})")
+    prov = _json(raw, layout.RAW_PROVENANCE)
+    workload_cfg, derived = settings(raw, prov["cell"]["workload"])
+    events = _json(raw, layout.RAW_EVENTS)
+    device = _json(raw, layout.RAW_DEVICE_STATS)
+    samples = pd.read_csv(raw / layout.RAW_SAMPLER)
+    log = (raw / layout.RAW_REDIS_LOG).read_text()
     snaps = redislog.snapshots(log)
     w0, w1 = events["workload"]["start_unix_s"], events["workload"]["end_unix_s"]
-    workload_cfg = eff["config"]["workloads"][prov["cell"]["workload"]]
     if prov["cell"]["workload"] == "ycsb-a":
         client, intervals, started = ycsb_records(raw, workload_cfg, prov)
         # The run phase starts when YCSB starts its client threads, not when its JVM does:
@@ -273,12 +287,12 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
                                     if od and od_bytes and od[-1]["duration_s"] else None),
         "snapshot_time_s": sum(ok_durations) / len(ok_durations) if ok_durations else None,
         "failed_snapshot_count": sum(not s["ok"] for s in snaps),
-        "server_set_p999_ms": server_latency_p999_ms(_json(raw, paths.RAW_INFO_END)),
+        "server_set_p999_ms": server_latency_p999_ms(_json(raw, layout.RAW_INFO_END)),
         "device_write_bytes_workload": device["write_bytes_workload"],
         "device_write_bytes_total": device["write_bytes_total"],
-        "auto_aof_rewrite_min_size_bytes": eff["derived"]["auto_aof_rewrite_min_size_bytes"],
+        "auto_aof_rewrite_min_size_bytes": derived["auto_aof_rewrite_min_size_bytes"],
         # System slimio: the layout it formatted (WAL, slot, LBA and device sizes).
-        **{k: v for k, v in eff["derived"].items() if k.startswith("slimio_")},
+        **{k: v for k, v in derived.items() if k.startswith("slimio_")},
         # Needs a device with an FDP log (the vm testbed); none on the bare testbed.
         "waf": None,
         "utc_start": prov["utc_start"], "utc_end": prov["utc_end"],
@@ -290,13 +304,13 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     if prov["cell"]["testbed"] == "vm":
         record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"],
                                      slim_storage))
-    if (raw / paths.RAW_RECOVERY).exists():
-        rec = _json(raw, paths.RAW_RECOVERY)
+    if (raw / layout.RAW_RECOVERY).exists():
+        rec = _json(raw, layout.RAW_RECOVERY)
         load = rec["load_time_s"]
         # What the server loaded: the AOF's files (base + increments) for the baseline, what
         # SlimIO read from its device (the snapshot slot + the WAL) for slimio.
         loaded = rec["aof_bytes"]
-        if cells.is_slimio(prov["cell"]["system"]):
+        if is_slimio(prov["cell"]["system"]):
             slim = slimio_recovery(raw)
             record.update(slim)
             loaded = slim["slimio_recovery_bytes"]

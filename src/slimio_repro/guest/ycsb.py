@@ -1,4 +1,4 @@
-"""YCSB workload A through our own binding (ycsb-bindings/): build, command lines, parsers.
+"""YCSB workload A through our own binding (ycsb-bindings/): command lines, runs, parsers.
 
 The binding (``site.ycsb.db.redisstring.RedisStringClient``) stores each record as one Redis
 string under a key of exactly ``redis.keylength`` bytes: reads are GET, updates and inserts
@@ -6,7 +6,7 @@ SET. YCSB's core (``site.ycsb:core``, pinned in ycsb-bindings/pom.xml) drives it
 two phases, each one JVM: ``load`` (the records, INSERT = SET) and ``run`` (the operations,
 READ = GET and UPDATE = SET at 50:50).
 
-What a phase leaves in the cell's raw directory (:mod:`.paths`):
+What a phase leaves in the cell's raw directory (:mod:`.layout`):
 
 * ``ycsb-<phase>.stdout.txt``: YCSB's summary, ``[OPERATION], metric, value`` lines (run time,
   throughput, and per operation count, latencies in us, p99.9 from its HdrHistogram);
@@ -17,113 +17,23 @@ What a phase leaves in the cell's raw directory (:mod:`.paths`):
 
 from __future__ import annotations
 
-import hashlib
-import json
 import re
-import shutil
-import time
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from . import benchmark, paths
+from . import benchmark
 
 BINDING_CLASS = "site.ycsb.db.redisstring.RedisStringClient"
-BINDING_MODULE = "redis-string"
 WORKLOAD_FILE = "workloads/workloada.properties"
 PHASES = ("load", "run")
 # What each YCSB operation is in Redis, through our binding.
 OPERATION_COMMAND = {"READ": "GET", "UPDATE": "SET", "INSERT": "SET"}
-POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 class YcsbError(RuntimeError):
     pass
 
 
-def pins(pom: Path = paths.YCSB_POM) -> dict:
-    """The versions ycsb-bindings/pom.xml pins (its <properties>), e.g. ycsb.version."""
-    root = ET.parse(pom).getroot()
-    props = root.find("m:properties", POM_NS)
-    out = {el.tag.split("}", 1)[1]: (el.text or "").strip() for el in props}
-    out["binding.version"] = root.find("m:version", POM_NS).text.strip()
-    return out
-
-
-def pinned_version() -> str:
-    """YCSB's core version, which names the build directory (build/ycsb/<version>)."""
-    return pins()["ycsb.version"]
-
-
-def build_dir(config: dict) -> Path:
-    """Where the binding is built (and baked into the box under the same relative path)."""
-    return paths.Paths.from_config(config).ycsb_build(pinned_version())
-
-
-def source_files() -> list[Path]:
-    """The binding's sources, poms and workload files: a change rebuilds it."""
-    return sorted(p for p in paths.YCSB_BINDINGS_DIR.rglob("*")
-                  if p.is_file() and "target" not in p.relative_to(paths.YCSB_BINDINGS_DIR).parts)
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def build(out_dir: Path, log_path: Path) -> dict:
-    """Build the binding out of tree into ``out_dir``: ``lib/`` (the binding's jar, YCSB's
-    core and every runtime jar, from Maven Central at the pom's pinned versions),
-    ``workloads/`` and ``build.json`` (versions, jars and their sha256), written last.
-
-    The JUnit tests need a redis-server and run in the test suite (tests/test_ycsb_binding.py),
-    not here.
-    """
-    from . import build as buildmod  # host only: it needs PyYAML, which the guest lacks
-    if shutil.which("mvn") is None or shutil.which("java") is None:
-        raise YcsbError("building ycsb-bindings needs Maven and a JDK (mvn, java on PATH): "
-                        "run `make setup-host` (the setup playbook installs them)")
-    out_dir = out_dir.resolve()
-    src, lib = out_dir / "src", out_dir / "lib"
-    for d in (src, lib, out_dir / "workloads", out_dir / "build.json"):
-        if d.is_dir():
-            shutil.rmtree(d)
-        elif d.exists():
-            d.unlink()
-    shutil.copytree(paths.YCSB_BINDINGS_DIR, src,
-                    ignore=shutil.ignore_patterns("target"))
-    t0 = time.monotonic()
-    log_path.parent.mkdir(parents=True, exist_ok=True)
-    with open(log_path, "w") as log:
-        buildmod.run_logged(["mvn", "-B", "-DskipTests", "package"], src, log, YcsbError)
-    target = src / BINDING_MODULE / "target"
-    jars = sorted(target.glob("*.jar")) + sorted((target / "dependency").glob("*.jar"))
-    jars = [j for j in jars if not j.name.endswith(("-sources.jar", "-javadoc.jar"))]
-    names = {j.name for j in jars}
-    p = pins()
-    core = f"core-{p['ycsb.version']}.jar"
-    if core not in names or not any(n.startswith("redis-string-binding-") for n in names):
-        raise YcsbError(f"the Maven build left no {core} or binding jar in {target}; "
-                        f"see {log_path}")
-    lib.mkdir()
-    for j in jars:
-        shutil.copy2(j, lib / j.name)
-    shutil.copytree(src / "workloads", out_dir / "workloads")
-    record = {
-        "ycsb_core_version": p["ycsb.version"],
-        "binding_version": p["binding.version"],
-        "binding_class": BINDING_CLASS,
-        "pins": p,
-        "jars": {j.name: _sha256(lib / j.name) for j in jars},
-        "workload_file_sha256": _sha256(out_dir / WORKLOAD_FILE),
-        "maven": buildmod.tool_version(["mvn", "-B", "--version"]),
-        "java": buildmod.tool_version(["java", "-version"]),
-        "build_time_s": round(time.monotonic() - t0, 1),
-    }
-    shutil.rmtree(src)
-    (out_dir / "build.json").write_text(json.dumps(record, indent=2) + "\n")
-    return record
-
-
-def command(ycsb_dir: Path, phase: str, port: int, workload: dict, hdr_prefix: Path,
+def command(ycsb_dir: Path, phase: str, port: int, workload, hdr_prefix: Path,
             java: str = "java") -> list[str]:
     """YCSB's command line for ``phase`` (load or run) of workload A against 127.0.0.1:port.
 
@@ -133,18 +43,18 @@ def command(ycsb_dir: Path, phase: str, port: int, workload: dict, hdr_prefix: P
     if phase not in PHASES:
         raise ValueError(f"YCSB phase {phase!r}: expected one of {', '.join(PHASES)}")
     cmd = [java]
-    if workload["jvm_heap_mb"]:
-        cmd.append(f"-Xmx{workload['jvm_heap_mb']}m")
+    if workload.jvm_heap_mb:
+        cmd.append(f"-Xmx{workload.jvm_heap_mb}m")
     cmd += ["-cp", f"{ycsb_dir / 'lib'}/*", "site.ycsb.Client",
             "-load" if phase == "load" else "-t",
             "-db", BINDING_CLASS,
             "-P", str(ycsb_dir / WORKLOAD_FILE),
             "-s",
-            "-threads", str(workload["threads"]),
-            "-p", f"recordcount={workload['records']}",
-            "-p", f"operationcount={workload['operations']}",
-            "-p", f"fieldlength={workload['value_size_bytes']}",
-            "-p", f"redis.keylength={workload['key_size_bytes']}",
+            "-threads", str(workload.threads),
+            "-p", f"recordcount={workload.records}",
+            "-p", f"operationcount={workload.operations}",
+            "-p", f"fieldlength={workload.value_size_bytes}",
+            "-p", f"redis.keylength={workload.key_size_bytes}",
             "-p", "redis.host=127.0.0.1",
             "-p", f"redis.port={port}",
             "-p", "status.interval=1",

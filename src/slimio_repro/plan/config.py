@@ -1,7 +1,10 @@
 """Load, merge and validate the pipeline configuration against its JSON Schema.
 
-Defaults live only in the schema (``workflows/schemas/config.schema.yaml``): :func:`validate`
-fills them in, then checks the result. Errors name the offending key path and say what to do.
+The defaults are config/config.yaml's values; the schema (``workflows/schemas/
+config.schema.yaml``) carries the same values as its ``default:``s, which :func:`validate`
+fills in (tests/test_config.py fails the day the two differ: :func:`default_drift`). Errors
+name the offending key path and say what to do. What the schema cannot say (combinations,
+sizes, the host) is checked when the plan is made (:mod:`.checks`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from . import paths
+from .. import paths
 
 
 class ConfigError(ValueError):
@@ -133,47 +136,7 @@ def validate(config: dict, schema: dict | None = None) -> dict:
         raise ConfigError(
             f"invalid configuration:\n  {lines}\n"
             "Fix the key in config/config.yaml, the profile, or the --config override.")
-    _check_semantics(config)
     return config
-
-
-def _check_semantics(config: dict) -> None:
-    from . import cells  # cells needs no config module; imported here to keep that so
-
-    bench = config["workloads"]["redis-benchmark"]
-    width = bench["key_size_bytes"]
-    if bench["keyspace"] > 10 ** width:
-        raise ConfigError(
-            f"workloads.redis-benchmark.keyspace: {bench['keyspace']} keys do not fit in "
-            f"key_size_bytes={width} decimal digits; raise key_size_bytes or lower keyspace")
-    matrix = config["matrix"]
-    if "bare" in matrix["testbeds"] and "slimio-nofdp" in matrix["systems"]:
-        raise ConfigError(
-            "matrix.systems: slimio-nofdp differs from slimio only by FDP placement, which "
-            "needs the vm testbed's NVMe device; matrix.testbeds has bare: remove "
-            "slimio-nofdp from matrix.systems, or bare from matrix.testbeds")
-    if "bare" in matrix["testbeds"] and config["slimio"]["backend"] == "nvme" \
-            and any(cells.is_slimio(s) for s in matrix["systems"]):
-        raise ConfigError(
-            "slimio.backend: nvme needs the vm testbed's NVMe device, and matrix.testbeds has "
-            "bare: set slimio.backend to auto (nvme in the vm, file on bare) or file")
-    ycsb = config["workloads"]["ycsb-a"]
-    if ycsb["records"] > 10 ** ycsb["key_size_bytes"]:
-        raise ConfigError(
-            f"workloads.ycsb-a.records: {ycsb['records']} records do not fit in "
-            f"key_size_bytes={ycsb['key_size_bytes']} decimal digits (the binding's keys are "
-            "zero-padded record numbers); raise key_size_bytes or lower records")
-    image_mb = config["testbeds"]["bare"]["image_size_mb"]
-    if image_mb and any(cells.is_slimio(s) for s in matrix["systems"]):
-        device = max(cells.slimio_device_bytes(config, w) for w in matrix["workloads"])
-        # ext4's own metadata (inode tables, journal) takes a few percent of the image.
-        need_mb = -(-(device + device // 16 + 256 * cells.MIB) // cells.MIB)
-        if image_mb < need_mb:
-            raise ConfigError(
-                f"testbeds.bare.image_size_mb: {image_mb} MiB cannot hold SlimIO's "
-                f"{device // cells.MIB} MiB device file and the file system around it (needs "
-                f"at least {need_mb} MiB); raise it, set it to null, or shrink "
-                "slimio.wal_size_mb / slimio.slot_size_mb")
 
 
 def load(configfiles: list[str | Path], overrides: dict | None = None) -> dict:
@@ -184,3 +147,35 @@ def load(configfiles: list[str | Path], overrides: dict | None = None) -> dict:
     if overrides:
         config = merge(config, overrides)
     return validate(config)
+
+
+def default_drift(schema: dict | None = None, defaults: dict | None = None) -> list[str]:
+    """Where the schema's ``default:`` values and config/config.yaml disagree, key by key:
+    a default missing on either side, or a different value. Empty when they agree."""
+    schema = schema if schema is not None else load_schema()
+    defaults = defaults if defaults is not None else load_yaml(paths.CONFIG_DIR / "config.yaml")
+    out: list[str] = []
+
+    def walk(sub: dict, value, where: str) -> None:
+        props = sub.get("properties")
+        if sub.get("type") == "object" and props:
+            if not isinstance(value, dict):
+                out.append(f"{where}: config.yaml has {value!r}, the schema an object")
+                return
+            for key in sorted(set(props) | set(value)):
+                path = f"{where}.{key}" if where else key
+                if key not in props:
+                    out.append(f"{path}: in config.yaml, not in the schema")
+                elif key not in value:
+                    out.append(f"{path}: in the schema, not in config.yaml")
+                else:
+                    walk(props[key], value[key], path)
+            return
+        if "default" not in sub:
+            out.append(f"{where}: the schema has no default (config.yaml: {value!r})")
+        elif sub["default"] != value:
+            out.append(f"{where}: the schema's default {sub['default']!r} differs from "
+                       f"config.yaml's {value!r}")
+
+    walk(schema, defaults, "")
+    return out

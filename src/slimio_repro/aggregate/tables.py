@@ -14,8 +14,8 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from . import paths
-from .cells import POLICY_LABEL
+from .. import paths
+from ..guest import POLICY_LABEL
 
 GROUP = ["testbed", "system", "workload", "policy"]
 # Also the order of the rows: the baseline first, then the systems compared with it.

@@ -33,7 +33,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from . import fdp, fsimage
+from . import fdp, fsimage, layout
+from . import roofline as rooflinemod
+from .cellplan import Placement, Vm
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
@@ -42,17 +44,8 @@ TRACE_EVENT = "nvme/nvme_setup_cmd"
 TRACE_BUFFER_KIB = 65536
 # The file-system I/O of the root disk (virtio) is not traced: the event is nvme-only.
 
-RAW_FDP_STATS_BEFORE = "fdp-stats-before.json"
-RAW_FDP_STATS_AFTER = "fdp-stats-after.json"
-RAW_FDP_CONFIGS = "fdp-configs.json"
-RAW_FDP_STATUS = "fdp-status.json"
-RAW_NVME_ID_NS = "nvme-id-ns.json"
-RAW_TRACE = "nvme-trace.txt.gz"
-RAW_TRACE_STATS = "nvme-trace-stats.json"
 
 
-# Baked into the box by testbed/box/build_box.sh: only the pipeline's guests have it.
-BOX_MARKER = Path("/opt/slimio-repro/python")
 
 
 class GuestError(RuntimeError):
@@ -79,33 +72,33 @@ def _findmnt(target: Path) -> dict | None:
     return json.loads(proc.stdout)["filesystems"][0]
 
 
-def fdp_stats(settings: dict) -> str:
+def fdp_stats(settings: Vm) -> str:
     """``nvme fdp stats -o json`` of the endurance group (the FDP statistics log page)."""
-    return _run(["nvme", "fdp", "stats", settings["controller"], "-e",
-                 str(settings["endurance_group"]), "-o", "json"])
+    return _run(["nvme", "fdp", "stats", settings.controller, "-e",
+                 str(settings.endurance_group), "-o", "json"])
 
 
 class GuestStorage:
     """The namespace as provisioned for the cell's system (see the module docstring)."""
 
-    def __init__(self, settings: dict, system: str, scratch: Path,
+    def __init__(self, settings: Vm, system: str, scratch: Path,
                  slimio_backend: str | None = None):
         self.settings = settings
-        self.namespace = settings["namespace"]
+        self.namespace = settings.namespace
         self.block_device = self.namespace
         # SlimIO's device is the raw namespace: its char device for passthru (nvme backend),
         # its block device for the file backend.
         self.passthru = slimio_backend == "nvme"
-        self.slimio_device = Path(settings["passthru_device"] if self.passthru
+        self.slimio_device = Path(settings.passthru_device if self.passthru
                                   else self.namespace)
         if self.passthru and not self.slimio_device.is_char_device():
             raise GuestError(f"{self.slimio_device} (testbeds.vm.passthru_device) is not a "
                              f"char device in the guest: is it {self.namespace}'s generic "
                              "device? (ls -l /dev/ng*)")
         self.system = system
-        self.fstype = settings["filesystem"]
+        self.fstype = settings.filesystem
         if system == "baseline":
-            self.mountpoint = Path(settings["mountpoint"])
+            self.mountpoint = Path(settings.mountpoint)
             found = _findmnt(self.mountpoint)
             if found is None or found["source"] != self.namespace \
                     or found["fstype"] != self.fstype:
@@ -126,7 +119,7 @@ class GuestStorage:
     def write_bytes(self) -> int:
         """Bytes written to the namespace so far: FDP host bytes written when the device has
         FDP (counts passthru too), else the block layer's count."""
-        if self.settings["fdp"]:
+        if self.settings.fdp:
             return fdp.parse_stats(fdp_stats(self.settings))["host_bytes_written"]
         return fsimage.block_stat(self.block_device)[1]
 
@@ -176,12 +169,12 @@ def _findmnt_source(device: str) -> bool:
 class DeviceMonitor:
     """FDP statistics before/after and the NVMe command trace of one cell."""
 
-    def __init__(self, settings: dict, raw_dir: Path):
+    def __init__(self, settings: Vm, raw_dir: Path):
         self.settings = settings
-        self.namespace = settings["namespace"]
-        self.controller = settings["controller"]
-        self.endurance_group = settings["endurance_group"]
-        self.fdp = settings["fdp"]
+        self.namespace = settings.namespace
+        self.controller = settings.controller
+        self.endurance_group = settings.endurance_group
+        self.fdp = settings.fdp
         self.raw_dir = raw_dir
         self._cat: subprocess.Popen | None = None
         self._trace_file = raw_dir / "nvme-trace.txt"
@@ -191,25 +184,25 @@ class DeviceMonitor:
 
     def identify(self) -> None:
         """Record the namespace and, with FDP, its configuration and handle status."""
-        (self.raw_dir / RAW_NVME_ID_NS).write_text(
+        (self.raw_dir / layout.RAW_NVME_ID_NS).write_text(
             _run(["nvme", "id-ns", self.namespace, "-o", "json"]))
         if self.fdp:
-            (self.raw_dir / RAW_FDP_CONFIGS).write_text(
+            (self.raw_dir / layout.RAW_FDP_CONFIGS).write_text(
                 _run(["nvme", "fdp", "configs", self.controller, "-e",
                       str(self.endurance_group), "-o", "json"]))
-            (self.raw_dir / RAW_FDP_STATUS).write_text(
+            (self.raw_dir / layout.RAW_FDP_STATUS).write_text(
                 _run(["nvme", "fdp", "status", self.namespace, "-o", "json"]))
 
     def start(self) -> None:
         self.identify()
         if self.fdp:
-            (self.raw_dir / RAW_FDP_STATS_BEFORE).write_text(self.fdp_stats())
+            (self.raw_dir / layout.RAW_FDP_STATS_BEFORE).write_text(self.fdp_stats())
         self._trace_on()
 
     def stop(self) -> None:
         self._trace_off()
         if self.fdp:
-            (self.raw_dir / RAW_FDP_STATS_AFTER).write_text(self.fdp_stats())
+            (self.raw_dir / layout.RAW_FDP_STATS_AFTER).write_text(self.fdp_stats())
 
     def cancel(self) -> None:
         try:
@@ -255,12 +248,12 @@ class DeviceMonitor:
                           if ":" in line)
             stats[cpu_stats.parent.name] = {k.strip(): v.strip() for k, v in fields.items()}
         lost = sum(int(s.get("overrun", 0)) for s in stats.values())
-        (self.raw_dir / RAW_TRACE_STATS).write_text(json.dumps(
+        (self.raw_dir / layout.RAW_TRACE_STATS).write_text(json.dumps(
             {"event": TRACE_EVENT, "buffer_size_kib": TRACE_BUFFER_KIB,
              "events_lost": lost, "per_cpu": stats,
              "trace_text_bytes": self._trace_file.stat().st_size}, indent=2) + "\n")
         with open(self._trace_file, "rb") as src, \
-                gzip.open(self.raw_dir / RAW_TRACE, "wb", compresslevel=6) as dst:
+                gzip.open(self.raw_dir / layout.RAW_TRACE, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         self._trace_file.unlink()
 
@@ -274,67 +267,31 @@ def max_command_bytes(namespace: str) -> int:
     return 1 << (limit.bit_length() - 1)
 
 
-def roofline(settings: dict, raw_dir: Path, slimio_settings: dict, commands: list) -> dict:
+def roofline(settings: Vm, raw_dir: Path, placement: Placement | None, commands: list) -> dict:
     """Measure the device roofline (config testbeds.vm.roofline) into ``raw_dir``.
 
     The cell's On-Demand placement id when its system uses one (SlimIO with FDP), else no
     placement. OVERWRITES the start of the namespace: run it when the cell is done with it.
     """
-    from . import paths, roofline as rl
-
-    job = settings["roofline"]
-    pid = slimio_settings["placement_ids"]["on_demand"] if "placement_ids" in slimio_settings \
-        else -1
-    status = raw_dir / RAW_FDP_STATUS
+    job = settings.roofline
+    pid = placement.on_demand if placement is not None else -1
+    status = raw_dir / layout.RAW_FDP_STATUS
     order = [d["placement_id"] for d in fdp.parse_status_descriptors(status.read_text())] \
-        if settings["fdp"] and status.exists() else []
-    summary = rl.run(paths.GUEST_FIO, settings["passthru_device"], raw_dir,
-                     size_bytes=job["size_mb"] << 20,
-                     block_size_bytes=max_command_bytes(settings["namespace"]),
-                     iodepth=job["iodepth"], placement_id=pid if pid >= 0 else None,
-                     placement_ids=order)
-    record = json.loads((raw_dir / paths.RAW_ROOFLINE).read_text())
+        if settings.fdp and status.exists() else []
+    summary = rooflinemod.run(layout.GUEST_FIO, settings.passthru_device, raw_dir,
+                              size_bytes=job.size_mb << 20,
+                              block_size_bytes=max_command_bytes(settings.namespace),
+                              iodepth=job.iodepth, placement_id=pid if pid >= 0 else None,
+                              placement_ids=order)
+    record = json.loads((raw_dir / layout.RAW_ROOFLINE).read_text())
     commands.append({"what": "roofline", "argv": record["command"]})
     return summary
 
 
-def inside_guest(settings: dict) -> bool:
+def inside_guest(settings: Vm) -> bool:
     """True inside a guest booted from the pipeline's box that has the cell's namespace.
 
     The namespace alone is not enough: a host may have a real /dev/nvme0n1, and a vm cell
     formats the namespace it finds.
     """
-    return BOX_MARKER.is_dir() and os.path.exists(settings["namespace"])
-
-
-def main(argv: list[str] | None = None) -> int:
-    """``python3 -m slimio_repro.guest run-cell --config-json F --cell ID`` (in the guest).
-
-    The config was validated on the host (the guest has no jsonschema); paths in it are the
-    box's (vm.guest_config).
-    """
-    import argparse
-    import sys
-
-    from . import cell, cells, paths
-
-    ap = argparse.ArgumentParser(prog="slimio_repro.guest")
-    sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run-cell")
-    p.add_argument("--config-json", required=True)
-    p.add_argument("--cell", required=True)
-    args = ap.parse_args(argv)
-    config = json.loads(Path(args.config_json).read_text())
-    c = cells.Cell.from_id(args.cell)
-    p = paths.Paths.from_config(config)
-    bin_dir = p.redis_build(cells.build_system(c.system), config["redis"]["version"]) / "bin"
-    try:
-        print(cell.run(c, config, p.cell_raw(c), bin_dir))
-    except (cell.CellError, GuestError) as exc:
-        print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    return layout.BOX_MARKER.is_dir() and os.path.exists(settings.namespace)

@@ -30,7 +30,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from . import paths
+from . import layout
 
 # A passthru char device: /dev/ng<controller>n<namespace>.
 NVME_CHAR_DEVICE = re.compile(r"/dev/ng\d+n\d+")
@@ -187,7 +187,7 @@ def run(fio_bin: str, device: str, out_dir: str | Path, *, size_bytes: int,
     """
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    report = out / paths.RAW_FIO_ROOFLINE
+    report = out / layout.RAW_FIO_ROOFLINE
     cmd = fio_command(fio_bin, device, size_bytes=size_bytes,
                       block_size_bytes=block_size_bytes, iodepth=iodepth,
                       placement_id=placement_id, output_json=str(report),
@@ -207,12 +207,12 @@ def run(fio_bin: str, device: str, out_dir: str | Path, *, size_bytes: int,
                             f"timeout_s ({' '.join(cmd)})") from None
     except OSError as exc:
         raise RooflineError(f"cannot run {fio_bin}: {exc.strerror}; is it the box's fio "
-                            f"({paths.GUEST_FIO})?") from None
+                            f"({layout.GUEST_FIO})?") from None
     if proc.returncode != 0:
         raise RooflineError(f"fio exited {proc.returncode}: "
                             f"{(proc.stderr or proc.stdout).strip()[-500:]} "
                             f"(command: {' '.join(cmd)})")
     summary = parse(report.read_text(), placement_ids=placement_ids)
     record = dict(summary, device=device, command=cmd)
-    (out / paths.RAW_ROOFLINE).write_text(json.dumps(record, indent=2) + "\n")
+    (out / layout.RAW_ROOFLINE).write_text(json.dumps(record, indent=2) + "\n")
     return summary

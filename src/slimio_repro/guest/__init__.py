@@ -1,0 +1,30 @@
+"""The code that runs where a cell runs: inside the cell's VM (vm testbed), or on this host
+(bare testbed). It runs one cell from its plan and writes the cell's raw directory.
+
+Import rule: the standard library, redis-py (baked into the box: testbed/box/
+requirements-guest.txt) and this sub-package only, because the guest has nothing else;
+tests/test_architecture.py checks it, and imports the package with the host-only packages
+absent. The other stages use what ``__all__`` names.
+"""
+
+from . import (benchmark, fdp, fsimage, layout, provenance, redislog, roofline, server,
+               slimio, vmstorage, ycsb)
+from .cell import CellError, fingerprint, run as run_cell, sampled_keys
+from .cellplan import (CELL_ID_PATTERN, POLICY_APPENDFSYNC, POLICY_LABEL, SLIMIO_SYSTEMS,
+                       SYSTEMS, WORKLOADS, Bare, Cell, CellPlan, DeviceProfile, Placement,
+                       RedisBenchmark, Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA,
+                       build_system, is_slimio)
+from .vmstorage import GuestError
+
+__all__ = [
+    # modules other stages may use
+    "benchmark", "fdp", "fsimage", "layout", "provenance", "redislog", "roofline", "server",
+    "slimio", "vmstorage", "ycsb",
+    # running a cell
+    "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
+    # the cell plan
+    "CELL_ID_PATTERN", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
+    "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Placement", "RedisBenchmark",
+    "Recovery", "Roofline", "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system",
+    "is_slimio",
+]

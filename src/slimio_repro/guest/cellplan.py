@@ -1,0 +1,330 @@
+"""One cell's plan: every number a cell runs with, resolved once on the host at planning time.
+
+The plan stage (:mod:`slimio_repro.plan`) makes one :class:`CellPlan` per cell of the matrix
+from the validated configuration; nothing downstream reads the raw configuration again. A cell
+receives its own plan (``plan.json`` in its raw directory is exactly what it ran with), the vm
+testbed hands it to the guest, and the parse stage reads the numbers back from it.
+
+The plan is also what decides whether a finished cell is stale: :meth:`CellPlan.sha256` hashes
+every field except those marked ``stale=False`` (paths, timeouts and other settings that
+cannot change a completed cell's result), and the ``run_cell`` rule declares that hash as a
+parameter, so Snakemake reruns exactly the cells whose plan changed.
+
+Standard library only, like the rest of this sub-package: it is imported inside the guest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import re
+import types
+import typing
+from dataclasses import asdict, dataclass, field
+
+POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always"}
+POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log"}
+SYSTEMS = ("baseline", "slimio", "slimio-nofdp")
+WORKLOADS = ("redis-benchmark", "ycsb-a")
+# Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
+SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
+CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
+
+
+def is_slimio(system: str) -> bool:
+    return system in SLIMIO_SYSTEMS
+
+
+def build_system(system: str) -> str:
+    """The Redis build a system runs: slimio-nofdp runs the slimio build."""
+    return "slimio" if is_slimio(system) else system
+
+
+def operational(default=dataclasses.MISSING):
+    """A field that cannot change a finished cell's result (a path, a timeout): left out of
+    :meth:`CellPlan.sha256`."""
+    if default is dataclasses.MISSING:
+        return field(metadata={"stale": False})
+    return field(default=default, metadata={"stale": False})
+
+
+@dataclass(frozen=True, order=True)
+class Cell:
+    testbed: str
+    system: str
+    workload: str
+    policy: str
+    rep: int
+
+    def wildcards(self) -> dict:
+        return asdict(self)
+
+    @property
+    def id(self) -> str:
+        return CELL_ID_PATTERN.format(**self.wildcards())
+
+    @classmethod
+    def from_id(cls, cell_id: str) -> "Cell":
+        m = re.fullmatch(r"(?P<testbed>[a-z]+)-(?P<system>[a-z]+(?:-nofdp)?)-"
+                         r"(?P<workload>redis-benchmark|ycsb-a)-(?P<policy>periodical|always)"
+                         r"-r(?P<rep>\d+)", cell_id)
+        if not m:
+            raise ValueError(f"{cell_id!r} is not a cell id like {CELL_ID_PATTERN}")
+        d = m.groupdict()
+        return cls(d["testbed"], d["system"], d["workload"], d["policy"], int(d["rep"]))
+
+
+@dataclass(frozen=True)
+class RedisBenchmark:
+    """workloads.redis-benchmark (config/config.yaml documents each key)."""
+    clients: int
+    requests: int
+    keyspace: int
+    key_size_bytes: int
+    value_size_bytes: int
+    pipeline: int
+    threads: int
+    on_demand_snapshot: bool
+    timeout_s: float = operational(3600)
+
+    @property
+    def distinct_keys(self) -> int:
+        """Keys the workload can write (the key range)."""
+        return self.keyspace
+
+
+@dataclass(frozen=True)
+class YcsbA:
+    """workloads.ycsb-a (config/config.yaml documents each key)."""
+    records: int
+    operations: int
+    threads: int
+    key_size_bytes: int
+    value_size_bytes: int
+    jvm_heap_mb: int | None
+    on_demand_snapshot: bool
+    timeout_s: float = operational(3600)
+
+    @property
+    def distinct_keys(self) -> int:
+        """Records, numbered from 0 (the load phase writes them all)."""
+        return self.records
+
+
+@dataclass(frozen=True)
+class Sizing:
+    """Numbers derived from the workload: the rewrite trigger and the storage it needs."""
+    appendfsync: str
+    auto_aof_rewrite_min_size_bytes: int
+    auto_aof_rewrite_percentage: int
+    expected_sets: int
+    expected_wal_bytes: int
+    expected_dataset_bytes: int
+    # The bare testbed's per-cell file-system image (None in the vm testbed).
+    image_size_bytes: int | None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """FDP placement identifiers per data kind (-1 = no directive)."""
+    wal: int
+    wal_snapshot: int
+    on_demand: int
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Slimio:
+    """The slimio section as a cell uses it: backend resolved, layout sized, placement per
+    system (none for slimio-nofdp)."""
+    backend: str
+    lba_size_bytes: int
+    wal_size_bytes: int
+    slot_size_bytes: int
+    device_bytes: int
+    sqpoll: bool
+    ring_entries: int
+    wal_buffer_size_mb: int
+    readahead_size_mb: int
+    placement_ids: Placement
+    load_snapshot: str
+
+    def layout(self) -> dict:
+        """The layout's sizes under the names the records use (``slimio_*_bytes``)."""
+        return {"slimio_wal_size_bytes": self.wal_size_bytes,
+                "slimio_slot_size_bytes": self.slot_size_bytes,
+                "slimio_lba_size_bytes": self.lba_size_bytes,
+                "slimio_device_bytes": self.device_bytes}
+
+
+@dataclass(frozen=True)
+class Server:
+    sampler_interval_s: float
+    start_timeout_s: float = operational(600)
+    snapshot_timeout_s: float = operational(3600)
+
+
+@dataclass(frozen=True)
+class Recovery:
+    enabled: bool
+    cold_cache: bool
+    sampled_keys: int
+
+
+@dataclass(frozen=True)
+class Bare:
+    filesystem: str
+    direct_io: bool
+
+
+@dataclass(frozen=True)
+class Roofline:
+    enabled: bool
+    size_mb: int
+    iodepth: int
+
+
+@dataclass(frozen=True)
+class DeviceProfile:
+    """An emulated SSD of femu/ (femu/README.md documents the keys)."""
+    name: str
+    path: str
+    emulator: str
+    capacity_gib: int
+    lba_size_bytes: int
+    fdp: bool
+    reclaim_unit_size_mib: int | None
+    reclaim_unit_handles: int | None
+    reclaim_groups: int | None
+    description: str
+    # FEMU's device options, "key=value" each (femu profiles only).
+    femu_options: tuple[str, ...]
+
+    @property
+    def capacity_bytes(self) -> int:
+        return self.capacity_gib << 30
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Vm:
+    """testbeds.vm as a cell uses it, with its device profile loaded."""
+    device: DeviceProfile
+    accel: str
+    cpus: int
+    memory_mb: int
+    emulator_path: str | None
+    namespace: str
+    passthru_device: str
+    controller: str
+    endurance_group: int
+    filesystem: str
+    mountpoint: str
+    guest_scratch_dir: str
+    roofline: Roofline
+    storage_pool: str = operational("default")
+    boot_timeout_s: float = operational(900)
+    work_dir: str | None = operational(None)
+
+    @property
+    def fdp(self) -> bool:
+        return self.device.fdp
+
+
+@dataclass(frozen=True)
+class CellPlan:
+    cell: Cell
+    profile: str
+    redis_version: str
+    workload: RedisBenchmark | YcsbA
+    server: Server
+    recovery: Recovery
+    sizing: Sizing
+    slimio: Slimio | None
+    bare: Bare | None
+    vm: Vm | None
+    # Where the cell finds its builds (the host's build directory; the box's in a guest).
+    redis_bin_dir: str = operational("")
+    ycsb_dir: str | None = operational(None)
+    # What the cell needs built, relative to the build directory (Snakemake's inputs).
+    needs: tuple[str, ...] = operational(())
+
+    @property
+    def id(self) -> str:
+        return self.cell.id
+
+    @property
+    def is_slimio(self) -> bool:
+        return is_slimio(self.cell.system)
+
+    @property
+    def appendfsync(self) -> str:
+        return self.sizing.appendfsync
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), indent=2) + "\n"
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "CellPlan":
+        return _load(cls, data)
+
+    @classmethod
+    def from_json(cls, text: str) -> "CellPlan":
+        return cls.from_dict(json.loads(text))
+
+    def stale_fields(self) -> dict:
+        """The fields that decide whether a finished cell is stale (all but operational)."""
+        return _stale_view(self)
+
+    def sha256(self) -> str:
+        text = json.dumps(self.stale_fields(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _stale_view(obj):
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _stale_view(getattr(obj, f.name)) for f in dataclasses.fields(obj)
+                if f.metadata.get("stale", True)}
+    if isinstance(obj, (list, tuple)):
+        return [_stale_view(v) for v in obj]
+    return obj
+
+
+def _load(tp, value):
+    """Rebuild a value of type ``tp`` (a dataclass, union, tuple or scalar) from JSON data."""
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(tp)
+        if value is None and type(None) in options:
+            return None
+        for option in options:
+            if dataclasses.is_dataclass(option) and isinstance(value, dict) and \
+                    set(value) == {f.name for f in dataclasses.fields(option)}:
+                return _load(option, value)
+        for option in options:
+            if option is not type(None) and not dataclasses.is_dataclass(option):
+                return _load(option, value)
+        raise ValueError(f"cell plan: {value!r} matches none of {tp}")
+    if origin is tuple:
+        (item, _ellipsis) = typing.get_args(tp)
+        return tuple(_load(item, v) for v in value)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise ValueError(f"cell plan: {tp.__name__} needs an object, got {value!r}")
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(value) - names
+        if unknown:
+            raise ValueError(f"cell plan: {tp.__name__} has no field(s) {sorted(unknown)}")
+        return tp(**{k: _load(hints[k], v) for k, v in value.items()})
+    if tp is float and isinstance(value, int):
+        return float(value)
+    return value

@@ -1,0 +1,193 @@
+"""What the schema cannot check, checked when the plan is made, before anything is built.
+
+Each check names the key to change and says what to do (:class:`ConfigError`). They need the
+whole configuration (combinations of keys), the derived sizes, the device profile, or the host
+(cores, memory, KVM, where the Redis tarball can come from).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from ..build import sources
+from ..guest import DeviceProfile, is_slimio
+from . import sizing
+from .config import ConfigError
+
+MIB = sizing.MIB
+# Room the host keeps for itself (libvirt, QEMU's own memory, the pipeline) beside a VM.
+HOST_RESERVE_MB = 1024
+# A snapshot forks the server: copy-on-write can double the dataset's memory at worst.
+FORK_FACTOR = 2
+GUEST_BASE_MB = 512
+
+
+@dataclass(frozen=True)
+class Host:
+    """What the plan checks of the machine that will run the cells."""
+    cpus: int
+    memory_mb: int
+    kvm_device: bool
+    # The setup playbook's probe (src/slimio_repro/testbed/accel.py): kvm, tcg, or None when
+    # it has not run on this host.
+    accel_verdict: str | None
+
+    @classmethod
+    def this(cls) -> "Host":
+        mem_kib = next(int(line.split()[1]) for line in
+                       Path("/proc/meminfo").read_text().splitlines()
+                       if line.startswith("MemTotal:"))
+        verdict = Path(paths.ACCEL_VERDICT)
+        accel = None
+        if verdict.is_file():
+            import json
+            accel = json.loads(verdict.read_text()).get("accel")
+        return cls(cpus=os.cpu_count() or 1, memory_mb=mem_kib // 1024,
+                   kvm_device=os.path.exists("/dev/kvm"), accel_verdict=accel)
+
+
+def check_matrix(config: dict) -> None:
+    bench = config["workloads"]["redis-benchmark"]
+    width = bench["key_size_bytes"]
+    if bench["keyspace"] > 10 ** width:
+        raise ConfigError(
+            f"workloads.redis-benchmark.keyspace: {bench['keyspace']} keys do not fit in "
+            f"key_size_bytes={width} decimal digits; raise key_size_bytes or lower keyspace")
+    ycsb = config["workloads"]["ycsb-a"]
+    if ycsb["records"] > 10 ** ycsb["key_size_bytes"]:
+        raise ConfigError(
+            f"workloads.ycsb-a.records: {ycsb['records']} records do not fit in "
+            f"key_size_bytes={ycsb['key_size_bytes']} decimal digits (the binding's keys are "
+            "zero-padded record numbers); raise key_size_bytes or lower records")
+    matrix = config["matrix"]
+    if "bare" in matrix["testbeds"] and "slimio-nofdp" in matrix["systems"]:
+        raise ConfigError(
+            "matrix.systems: slimio-nofdp differs from slimio only by FDP placement, which "
+            "needs the vm testbed's NVMe device; matrix.testbeds has bare: remove "
+            "slimio-nofdp from matrix.systems, or bare from matrix.testbeds")
+    if "bare" in matrix["testbeds"] and config["slimio"]["backend"] == "nvme" \
+            and any(is_slimio(s) for s in matrix["systems"]):
+        raise ConfigError(
+            "slimio.backend: nvme needs the vm testbed's NVMe device, and matrix.testbeds has "
+            "bare: set slimio.backend to auto (nvme in the vm, file on bare) or file")
+    if Path(config["results_dir"]).resolve() == Path(config["build_dir"]).resolve():
+        raise ConfigError(
+            f"results_dir: {config['results_dir']!r} is also build_dir; results and the build "
+            "cache must be different directories")
+
+
+def check_slimio_sizes(config: dict) -> None:
+    """SlimIO's WAL region must hold at least the WAL between two rewrite triggers."""
+    if not any(is_slimio(s) for s in config["matrix"]["systems"]):
+        return
+    explicit = config["slimio"]["wal_size_mb"]
+    for workload in config["matrix"]["workloads"]:
+        trigger = sizing.aof_rewrite_min_size_bytes(config, workload)
+        if explicit and explicit * MIB < trigger:
+            raise ConfigError(
+                f"slimio.wal_size_mb: {explicit} MiB is less than the rewrite trigger of "
+                f"{workload} ({trigger // MIB} MiB, server.auto_aof_rewrite_min_size_mb or "
+                "derived): the WAL region would fill before the first WAL-Snapshot; raise it "
+                "or set it to null (derived)")
+    image_mb = config["testbeds"]["bare"]["image_size_mb"]
+    if image_mb and "bare" in config["matrix"]["testbeds"]:
+        device = max(sizing.slimio_device_bytes(config, w) for w in config["matrix"]["workloads"])
+        # ext4's own metadata (inode tables, journal) takes a few percent of the image.
+        need_mb = -(-(device + device // 16 + 256 * MIB) // MIB)
+        if image_mb < need_mb:
+            raise ConfigError(
+                f"testbeds.bare.image_size_mb: {image_mb} MiB cannot hold SlimIO's "
+                f"{device // MIB} MiB device file and the file system around it (needs "
+                f"at least {need_mb} MiB); raise it, set it to null, or shrink "
+                "slimio.wal_size_mb / slimio.slot_size_mb")
+
+
+def check_vm(config: dict, profile: DeviceProfile, host: Host) -> None:
+    """The vm testbed: the host can run the VM, the device profile can hold the cells."""
+    vm = config["testbeds"]["vm"]
+    if vm["cpus"] > host.cpus:
+        raise ConfigError(f"testbeds.vm.cpus: {vm['cpus']} vCPUs on a host with {host.cpus} "
+                          "cores; lower it (the smoke and ci profiles use 2)")
+    if vm["memory_mb"] > host.memory_mb - HOST_RESERVE_MB:
+        raise ConfigError(
+            f"testbeds.vm.memory_mb: {vm['memory_mb']} MiB does not fit this host's "
+            f"{host.memory_mb} MiB with {HOST_RESERVE_MB} MiB left for the host; lower it, or "
+            "run this profile on a larger host")
+    if vm["accel"] == "kvm" and not host.kvm_device:
+        raise ConfigError("testbeds.vm.accel: kvm, but this host has no /dev/kvm; set it to "
+                          "auto or tcg")
+    if profile.emulator == "femu":
+        accel = vm["accel"] if vm["accel"] != "auto" else host.accel_verdict
+        if accel != "kvm":
+            why = ("`make setup-host` has not probed this host" if accel is None
+                   else f"this host runs guests with {accel}")
+            raise ConfigError(
+                f"testbeds.vm.device_profile: {profile.name} is FEMU, which needs KVM, and "
+                f"{why}; use a qemu profile (e.g. qemu-fdp-paper) or a KVM host")
+    for workload in config["matrix"]["workloads"]:
+        data = sizing.expected_dataset_bytes(config, workload)
+        need_mb = FORK_FACTOR * data // MIB + GUEST_BASE_MB
+        if need_mb > vm["memory_mb"]:
+            raise ConfigError(
+                f"testbeds.vm.memory_mb: {vm['memory_mb']} MiB cannot hold {workload}'s "
+                f"dataset ({data // MIB} MiB) twice over (a snapshot forks the server) plus "
+                f"{GUEST_BASE_MB} MiB for the guest; raise it to {need_mb} or shrink the workload")
+    slimio_systems = [s for s in config["matrix"]["systems"] if is_slimio(s)]
+    if not slimio_systems:
+        return
+    s = config["slimio"]
+    if s["lba_size_bytes"] != profile.lba_size_bytes:
+        raise ConfigError(
+            f"slimio.lba_size_bytes: {s['lba_size_bytes']} differs from device profile "
+            f"{profile.name}'s LBA size {profile.lba_size_bytes}; make them equal")
+    for workload in config["matrix"]["workloads"]:
+        need = sizing.slimio_device_bytes(config, workload)
+        if need > profile.capacity_bytes:
+            raise ConfigError(
+                f"slimio.wal_size_mb: SlimIO's layout for {workload} needs {need // MIB} MiB "
+                f"and device profile {profile.name} has {profile.capacity_bytes // MIB} MiB; "
+                "lower slimio.wal_size_mb / slot_size_mb or use a larger device profile")
+    if "slimio" in slimio_systems:
+        for kind, pid in s["placement_ids"].items():
+            if pid < 0:
+                continue
+            if not profile.fdp:
+                raise ConfigError(
+                    f"slimio.placement_ids.{kind}: {pid}, but device profile {profile.name} "
+                    "has no FDP; set the ids to -1, or use an FDP profile")
+            if pid >= profile.reclaim_unit_handles:
+                raise ConfigError(
+                    f"slimio.placement_ids.{kind}: {pid} is not a placement handle of device "
+                    f"profile {profile.name} (0-{profile.reclaim_unit_handles - 1})")
+    work = vm["work_dir"]
+    if work:
+        existing = Path(work) if Path(work).is_absolute() else paths.REPO_ROOT / work
+        while not existing.exists():
+            existing = existing.parent
+        for d in [existing, *existing.parents]:
+            if not d.stat().st_mode & 0o001:
+                raise ConfigError(
+                    f"testbeds.vm.work_dir: {work}: {d} is not searchable by other users, so "
+                    "libvirt's QEMU cannot open the NVMe backing file in it; choose a "
+                    "directory like /var/tmp/slimio-repro/vm (or null)")
+
+
+def check_redis_source(config: dict) -> None:
+    version = config["redis"]["version"]
+    for i, d in enumerate(config["redis"]["tarball_dirs"]):
+        if not Path(d).is_dir():
+            raise ConfigError(f"redis.tarball_dirs[{i}]: {d!r} is not a directory; fix or "
+                              "remove it")
+    cached = paths.Paths.from_config(config).build_dir / \
+        paths.SOURCE_TARBALL_PATTERN.format(version=version)
+    if sources.reachable(version, cached, config["redis"]["tarball_dirs"]) is None:
+        kinds = ", ".join(s["kind"] for s in sources.pin(version)["sources"])
+        raise ConfigError(
+            f"redis.version: the tarball of Redis {version} cannot be had here (its pinned "
+            f"sources: {kinds}; none in the build cache or redis.tarball_dirs): put "
+            f"redis-{version}.tar.gz in a directory listed in redis.tarball_dirs (its sha256 "
+            f"is verified), run `make setup-host` for Debian's sources, or choose a version "
+            "this host can fetch (7.0.15)")

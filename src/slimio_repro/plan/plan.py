@@ -1,0 +1,159 @@
+"""The plan: the validated configuration resolved once into frozen dataclasses.
+
+:func:`make` checks what the schema cannot (:mod:`.checks`) and derives every number a cell
+needs (:mod:`.sizing`); the result is the :class:`Plan` with one
+:class:`~slimio_repro.guest.CellPlan` per cell. Snakemake's rules, the CLI and the tests all
+take the plan; nothing downstream reads the raw configuration.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import paths
+from ..build import ycsb as ycsb_build
+from ..guest import (POLICY_APPENDFSYNC, Bare, Cell, CellPlan, Placement, RedisBenchmark,
+                     Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA, build_system,
+                     is_slimio)
+from . import checks, sizing
+from .device import load_device_profile
+
+
+@dataclass(frozen=True)
+class Plan:
+    profile: str
+    redis_version: str
+    results_dir: Path
+    build_dir: Path
+    make_jobs: int
+    tarball_dirs: tuple[str, ...]
+    box_disk_size_mb: int
+    ycsb_version: str
+    cells: tuple[CellPlan, ...]
+
+    def cell(self, cell: Cell | str) -> CellPlan:
+        cell_id = cell if isinstance(cell, str) else cell.id
+        for c in self.cells:
+            if c.id == cell_id:
+                return c
+        raise KeyError(f"{cell_id} is not a cell of this plan")
+
+    def cell_of(self, wildcards) -> CellPlan:
+        """The cell plan for a Snakemake rule's wildcards."""
+        return self.cell(Cell(wildcards.testbed, wildcards.system, wildcards.workload,
+                              wildcards.policy, int(wildcards.rep)))
+
+    @property
+    def matrix(self) -> tuple[Cell, ...]:
+        return tuple(c.cell for c in self.cells)
+
+    @property
+    def redis_builds(self) -> tuple[str, ...]:
+        """The Redis builds the matrix runs (slimio-nofdp runs the slimio build)."""
+        return tuple(sorted({build_system(c.cell.system) for c in self.cells}))
+
+
+def _workload(name: str, w: dict) -> RedisBenchmark | YcsbA:
+    if name == "ycsb-a":
+        return YcsbA(records=w["records"], operations=w["operations"], threads=w["threads"],
+                     key_size_bytes=w["key_size_bytes"],
+                     value_size_bytes=w["value_size_bytes"], jvm_heap_mb=w["jvm_heap_mb"],
+                     on_demand_snapshot=w["on_demand_snapshot"],
+                     timeout_s=float(w["timeout_s"]))
+    return RedisBenchmark(clients=w["clients"], requests=w["requests"], keyspace=w["keyspace"],
+                          key_size_bytes=w["key_size_bytes"],
+                          value_size_bytes=w["value_size_bytes"], pipeline=w["pipeline"],
+                          threads=w["threads"], on_demand_snapshot=w["on_demand_snapshot"],
+                          timeout_s=float(w["timeout_s"]))
+
+
+def _slimio(config: dict, system: str, testbed: str, workload: str) -> Slimio:
+    s = config["slimio"]
+    backend = s["backend"]
+    if backend == "auto":
+        backend = "nvme" if testbed == "vm" else "file"
+    ids = s["placement_ids"]
+    placement = Placement(-1, -1, -1) if system == "slimio-nofdp" else \
+        Placement(ids["wal"], ids["wal_snapshot"], ids["on_demand"])
+    return Slimio(backend=backend, lba_size_bytes=s["lba_size_bytes"],
+                  wal_size_bytes=sizing.slimio_wal_size_bytes(config, workload),
+                  slot_size_bytes=sizing.slimio_slot_size_bytes(config, workload),
+                  device_bytes=sizing.slimio_device_bytes(config, workload),
+                  sqpoll=s["sqpoll"], ring_entries=s["ring_entries"],
+                  wal_buffer_size_mb=s["wal_buffer_size_mb"],
+                  readahead_size_mb=s["readahead_size_mb"], placement_ids=placement,
+                  load_snapshot=s["load_snapshot"])
+
+
+def _vm(config: dict, profile) -> Vm:
+    v = config["testbeds"]["vm"]
+    return Vm(device=profile, accel=v["accel"], cpus=v["cpus"], memory_mb=v["memory_mb"],
+              emulator_path=v["emulator_path"], namespace=v["namespace"],
+              passthru_device=v["passthru_device"], controller=v["controller"],
+              endurance_group=v["endurance_group"], filesystem=v["filesystem"],
+              mountpoint=v["mountpoint"], guest_scratch_dir=v["guest_scratch_dir"],
+              roofline=Roofline(**v["roofline"]), storage_pool=v["storage_pool"],
+              boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
+
+
+def make(config: dict, host: checks.Host | None = None, check_sources: bool = True) -> Plan:
+    """The plan of a validated ``config`` (:func:`slimio_repro.plan.validate`); raises
+    :class:`ConfigError` naming the key when a check fails."""
+    m = config["matrix"]
+    checks.check_matrix(config)
+    checks.check_slimio_sizes(config)
+    profile = None
+    if "vm" in m["testbeds"]:
+        profile = load_device_profile(config["testbeds"]["vm"]["device_profile"])
+        checks.check_vm(config, profile, host or checks.Host.this())
+    if check_sources:
+        checks.check_redis_source(config)
+    p = paths.Paths.from_config(config)
+    version = config["redis"]["version"]
+    ycsb_version = ycsb_build.pinned_version()
+    server = config["server"]
+    cells = []
+    for testbed, system, workload, policy in itertools.product(
+            m["testbeds"], m["systems"], m["workloads"], m["policies"]):
+        w = config["workloads"][workload]
+        derived = Sizing(
+            appendfsync=POLICY_APPENDFSYNC[policy],
+            auto_aof_rewrite_min_size_bytes=sizing.aof_rewrite_min_size_bytes(config, workload),
+            auto_aof_rewrite_percentage=server["auto_aof_rewrite_percentage"],
+            expected_sets=sizing.expected_sets(config, workload),
+            expected_wal_bytes=sizing.expected_wal_bytes(config, workload),
+            expected_dataset_bytes=sizing.expected_dataset_bytes(config, workload),
+            image_size_bytes=(sizing.image_size_bytes(config, system, workload)
+                              if testbed == "bare" else None))
+        bin_dir = p.redis_build(build_system(system), version) / "bin"
+        ycsb_dir = p.ycsb_build(ycsb_version) if workload == "ycsb-a" else None
+        if testbed == "vm":
+            needs = (paths.BOX_PATTERN,)
+        else:
+            needs = (str((bin_dir / "redis-server").relative_to(p.build_dir)),)
+            if ycsb_dir is not None:
+                needs += (paths.YCSB_BUILD_RECORD_PATTERN.format(version=ycsb_version),)
+        for rep in range(1, m["repetitions"] + 1):
+            cells.append(CellPlan(
+                cell=Cell(testbed, system, workload, policy, rep),
+                profile=config["profile"], redis_version=version,
+                workload=_workload(workload, w),
+                server=Server(sampler_interval_s=float(server["sampler_interval_s"]),
+                              start_timeout_s=float(server["start_timeout_s"]),
+                              snapshot_timeout_s=float(server["snapshot_timeout_s"])),
+                recovery=Recovery(**config["recovery"]),
+                sizing=derived,
+                slimio=_slimio(config, system, testbed, workload) if is_slimio(system) else None,
+                bare=(Bare(filesystem=config["testbeds"]["bare"]["filesystem"],
+                           direct_io=config["testbeds"]["bare"]["direct_io"])
+                      if testbed == "bare" else None),
+                vm=_vm(config, profile) if testbed == "vm" else None,
+                redis_bin_dir=str(bin_dir), ycsb_dir=str(ycsb_dir) if ycsb_dir else None,
+                needs=needs))
+    return Plan(profile=config["profile"], redis_version=version, results_dir=p.results_dir,
+                build_dir=p.build_dir, make_jobs=config["redis"]["make_jobs"],
+                tarball_dirs=tuple(config["redis"]["tarball_dirs"]),
+                box_disk_size_mb=config["testbeds"]["vm"]["box_disk_size_mb"],
+                ycsb_version=ycsb_version, cells=tuple(cells))

@@ -1,0 +1,24 @@
+"""The run stage (driven by workflows/rules/run.smk): one cell, from its plan, on its testbed.
+
+A bare cell runs here, on this host (:func:`slimio_repro.guest.run_cell`); a vm cell in its
+own VM (:func:`slimio_repro.testbed.vm.run_cell`), which runs the same guest code inside.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..guest import CellPlan, run_cell as run_here
+from ..testbed import vm
+
+
+def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
+    """Run the cell ``plan`` describes into ``out_dir``; a vm cell needs the guest ``box``."""
+    if plan.cell.testbed == "vm":
+        if box is None:
+            raise ValueError(f"cell {plan.id} runs in a VM: it needs the guest box")
+        return vm.run_cell(plan, out_dir, box)
+    return run_here(plan, out_dir)
+
+
+__all__ = ["run_cell"]

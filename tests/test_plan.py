@@ -1,0 +1,178 @@
+"""The plan: one source of defaults, a typed immutable plan per cell, every check that can be
+made before a build made at planning time (through `snakemake -n`, naming the key), the CLI."""
+
+import copy
+import dataclasses
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, snakemake
+from slimio_repro import paths
+from slimio_repro import plan as planmod
+from slimio_repro.guest import CellPlan
+
+
+def test_schema_defaults_equal_config_yaml():
+    assert planmod.default_drift() == []
+
+
+def test_drift_is_caught_when_one_default_is_changed_by_hand():
+    schema = planmod.load_schema()
+    changed = copy.deepcopy(schema)
+    bench = changed["properties"]["workloads"]["properties"]["redis-benchmark"]
+    bench["properties"]["requests"]["default"] = 28_000_000
+    drift = planmod.default_drift(changed)
+    assert drift == ["workloads.redis-benchmark.requests: the schema's default 28000000 "
+                     "differs from config.yaml's 60000"]
+    defaults = planmod.load_yaml(paths.CONFIG_DIR / "config.yaml")
+    del defaults["server"]["sampler_interval_s"]
+    assert planmod.default_drift(schema, defaults) == [
+        "server.sampler_interval_s: in the schema, not in config.yaml"]
+
+
+def test_smoke_profile_alone_and_merged_defaults_resolve_to_identical_plans():
+    alone = planmod.make(planmod.load([paths.CONFIG_DIR / "profiles" / "smoke.yaml"]))
+    merged = planmod.make(planmod.load([paths.CONFIG_DIR / "config.yaml",
+                                        paths.CONFIG_DIR / "profiles" / "smoke.yaml"]))
+    assert alone == merged
+    assert [c.sha256() for c in alone.cells] == [c.sha256() for c in merged.cells]
+    assert alone.cell("vm-baseline-redis-benchmark-periodical-r1").workload.requests == 60000
+
+
+def test_cell_plan_is_frozen_and_round_trips_through_json():
+    plan = planmod.make(planmod.load([paths.CONFIG_DIR / "config.yaml"]))
+    cell = plan.cell("vm-slimio-ycsb-a-always-r2")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        cell.profile = "paper"
+    again = CellPlan.from_json(cell.to_json())
+    assert again == cell and again.sha256() == cell.sha256()
+    assert cell.slimio.device_bytes <= cell.vm.device.capacity_bytes
+    assert cell.needs == (paths.BOX_PATTERN,)
+
+
+def test_only_what_changes_a_result_makes_a_cell_stale():
+    base = planmod.load([paths.CONFIG_DIR / "config.yaml"])
+    plan = planmod.make(base)
+
+    def hashes(overrides):
+        p = planmod.make(planmod.validate(planmod.merge(base, overrides)))
+        return {c.id: c.sha256() for c in p.cells}
+
+    before = {c.id: c.sha256() for c in plan.cells}
+    more = hashes({"workloads": {"redis-benchmark": {"requests": 60001}}})
+    changed = {k for k in before if before[k] != more[k]}
+    assert changed == {c.id for c in plan.cells if c.cell.workload == "redis-benchmark"}
+    assert hashes({"server": {"start_timeout_s": 7}}) == before
+    assert hashes({"testbeds": {"vm": {"boot_timeout_s": 60}}}) == before
+    pids = hashes({"slimio": {"placement_ids": {"wal": 4}}})
+    assert {k for k in before if before[k] != pids[k]} == {
+        c.id for c in plan.cells if c.cell.system == "slimio"}
+
+
+# Each mistake: the --config words, and what the error must name. None of them may build or
+# write anything: the dry run stops while planning.
+BAD = [
+    ("matrix={policies: [sometimes]}", "matrix.policies[0]: 'sometimes' is not one of"),
+    ("matrix={repetitions: 0}", "matrix.repetitions: 0 is less than the minimum of 1"),
+    ("matrix={testbed: [vm]}", "unknown key matrix.testbed"),
+    ("matrix={testbeds: [bare], systems: [baseline, slimio-nofdp]}",
+     "matrix.systems: slimio-nofdp differs from slimio only by FDP placement"),
+    ("matrix={testbeds: [bare], systems: [slimio]}\nslimio={backend: nvme}",
+     "slimio.backend: nvme needs the vm testbed"),
+    ("workloads={redis-benchmark: {keyspace: 1000, key_size_bytes: 2}}",
+     "workloads.redis-benchmark.keyspace: 1000 keys do not fit"),
+    ("workloads={ycsb-a: {records: 1000, key_size_bytes: 2}}",
+     "workloads.ycsb-a.records: 1000 records do not fit"),
+    ("matrix={testbeds: [bare], systems: [slimio]}\ntestbeds={bare: {image_size_mb: 128}}",
+     "testbeds.bare.image_size_mb: 128 MiB cannot hold SlimIO's"),
+    ("testbeds={vm: {memory_mb: 100000}}", "testbeds.vm.memory_mb: 100000 MiB does not fit"),
+    ("testbeds={vm: {cpus: 64}}", "testbeds.vm.cpus: 64 vCPUs on a host with"),
+    ("testbeds={vm: {device_profile: qemu-fdp-huge}}",
+     "testbeds.vm.device_profile: 'qemu-fdp-huge' not found"),
+    ("testbeds={vm: {device_profile: femu-fdp-paper, memory_mb: 8192}}",
+     "testbeds.vm.device_profile: femu-fdp-paper is FEMU, which needs KVM"),
+    ("slimio={lba_size_bytes: 512}",
+     "slimio.lba_size_bytes: 512 differs from device profile qemu-fdp-smoke"),
+    ("slimio={wal_size_mb: 20000}", "slimio.wal_size_mb: SlimIO's layout for"),
+    ("slimio={wal_size_mb: 1}", "slimio.wal_size_mb: 1 MiB is less than the rewrite trigger"),
+    ("slimio={placement_ids: {wal: 9}}",
+     "slimio.placement_ids.wal: 9 is not a placement handle of device profile"),
+    ("testbeds={vm: {device_profile: qemu-nofdp-smoke}}",
+     "slimio.placement_ids.wal: 1, but device profile qemu-nofdp-smoke has no FDP"),
+    ("workloads={redis-benchmark: {value_size_bytes: 1000000}}",
+     "testbeds.vm.memory_mb: 4096 MiB cannot hold redis-benchmark's dataset"),
+    ("redis={version: '7.4.2'}", "redis.version: the tarball of Redis 7.4.2 cannot be had"),
+    ("redis={tarball_dirs: [/nonexistent/tarballs]}",
+     "redis.tarball_dirs[0]: '/nonexistent/tarballs' is not a directory"),
+]
+
+
+@pytest.mark.parametrize("words, message", BAD, ids=[m.split(":")[0] for _, m in BAD])
+def test_bad_configuration_stops_the_dry_run_naming_the_key(words, message, tmp_path):
+    results, build = tmp_path / "results", tmp_path / "build"
+    proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce", "--config",
+                     f"results_dir={results}", f"build_dir={build}", *words.split("\n"))
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out
+    assert message in out, out[-2000:]
+    assert not results.exists() and not build.exists(), "planning wrote something"
+
+
+def test_distinct_mistakes_are_at_least_fifteen():
+    assert len({m for _, m in BAD}) == len(BAD) >= 15
+
+
+# Every command line the README shows, as a dry run (the paper profile has its own test in
+# test_workflow.py: it does not fit this host).
+README_COMMANDS = [
+    ["reproduce"],
+    ["reproduce", "--configfile", "config/profiles/ci.yaml"],
+    ["reproduce", "--config", "matrix={testbeds: [bare], systems: [baseline, slimio]}"],
+    ["reproduce", "--config", "matrix={repetitions: 5}"],
+]
+
+
+def test_readme_shows_the_commands_tested_here():
+    readme = (REPO / "README.md").read_text()
+    assert ("snakemake --cores all reproduce --config "
+            "'matrix={testbeds: [bare], systems: [baseline, slimio]}'") in readme
+    assert "--config 'matrix={repetitions: 5}'" in readme
+    assert "snakemake --cores all reproduce --configfile config/profiles/ci.yaml" in readme
+
+
+@pytest.mark.parametrize("args", README_COMMANDS, ids=lambda a: " ".join(a[1:]) or "smoke")
+def test_readme_commands_plan(args, tmp_path):
+    proc = snakemake("-n", "--nolock", "--cores", "all", *args[:1], *args[1:],
+                     *(["--config"] if "--config" not in args else []),
+                     f"results_dir={tmp_path}", f"build_dir={tmp_path / 'build'}")
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "run_cell" in proc.stdout
+
+
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "slimio_repro", *args], cwd=REPO,
+                          capture_output=True, text=True)
+
+
+def test_cli_end_to_end(tmp_path):
+    resolved = cli("validate-config", "--configfile", "config/profiles/smoke.yaml")
+    assert resolved.returncode == 0, resolved.stderr
+    cfg = json.loads(resolved.stdout)
+    assert cfg["workloads"]["redis-benchmark"]["requests"] == 60000
+    assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp"]
+    matrix = cli("matrix").stdout.split()
+    assert len(matrix) == 24 and "vm-slimio-nofdp-ycsb-a-always-r2" in matrix
+    one = cli("plan", "--cell", "vm-slimio-redis-benchmark-periodical-r1")
+    assert CellPlan.from_json(one.stdout).slimio.placement_ids.wal == 1
+    hashes = cli("plan").stdout.splitlines()
+    assert len(hashes) == 24 and all(len(line.split("\t")[1]) == 64 for line in hashes)
+    bad = cli("matrix", "--set", json.dumps({"matrix": {"repetitions": 0}}))
+    assert bad.returncode == 2 and "matrix.repetitions" in bad.stderr
+    parsed = cli("parse-cell", "tests/fixtures/cells/bare-baseline-redis-benchmark-always-r1",
+                 "--timeseries", str(tmp_path / "ts.csv"))
+    assert parsed.returncode == 0, parsed.stderr
+    assert json.loads(parsed.stdout)["cell_id"] == "bare-baseline-redis-benchmark-always-r1"
+    assert (tmp_path / "ts.csv").read_text().startswith("t_s,")
