@@ -141,7 +141,7 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
     assert rerun.returncode == 0, out
     assert re.search(r"^run_cell\s+2$", out, re.M), out
     assert "Params have changed since last execution" in out
-    planned = set(re.findall(r"raw/(bare-\S+-r1)$", out, re.M))
+    planned = set(re.findall(r"^\s+output: \S*/raw/(bare-\S+-r1)$", out, re.M))
     assert planned == {"bare-baseline-redis-benchmark-periodical-r1",
                        "bare-baseline-redis-benchmark-always-r1"}, planned
 
