@@ -58,3 +58,13 @@ def test_offline_pins_name_debian_suites_not_hosts():
         for s in pin["sources"]:
             if s["kind"] == "apt-source":
                 assert set(s) == {"kind", "package", "upstream_version", "suite"}
+
+
+def test_apt_source_fetches_only_the_upstream_tarball(tmp_path):
+    """The real Debian pool: only the .orig.tar.gz is fetched (a revision's .dsc can be gone
+    from the pool after a security update while the upstream tarball stays), and verified."""
+    dest = tmp_path / "cache" / "redis-8.0.2.tar.gz"
+    got = sources.fetch("8.0.2", dest)
+    assert got["origin"].startswith("apt source redis=") and "redis_8.0.2.orig.tar.gz" in got["origin"]
+    assert sources.sha256_of(dest) == sources.pin("8.0.2")["sha256"]
+    assert sorted(p.name for p in dest.parent.iterdir()) == [dest.name]

@@ -236,8 +236,8 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
                    "/bin")
         run = machine.ssh(
             f"cd {suite} && sudo env PYTHONPATH={vm.GUEST_PYTHON_DIR}:{suite}/src "
-            f"SLIMIO_TEST_DEVICE={vm_cfg['passthru_device']} "
-            f"SLIMIO_TEST_WIPE_DEVICE={vm_cfg['namespace']} SLIMIO_TEST_BIN_DIR={bin_dir} "
+            f"SLIMIO_TEST_DEVICE={vm_cfg.passthru_device} "
+            f"SLIMIO_TEST_WIPE_DEVICE={vm_cfg.namespace} SLIMIO_TEST_BIN_DIR={bin_dir} "
             "python3 -m pytest -p no:cacheprovider -m device -q -rA tests/test_slimio_server.py "
             "2>&1", check=False, timeout=3600)
     finally:

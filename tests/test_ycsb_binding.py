@@ -12,7 +12,9 @@ import pytest
 
 from conftest import start_redis
 from slimio_repro import paths
-from slimio_repro.build import ycsb
+from slimio_repro.build import ycsb as ycsbbuild
+from slimio_repro.guest import ycsb
+from slimio_repro.guest.cellplan import YcsbA
 
 JUNIT_CLASSES = {"KeyCodecTest", "RedisStringClientTest", "YcsbClientEndToEndTest"}
 
@@ -36,14 +38,14 @@ def test_junit_suite_passes_against_a_real_redis_server(redis_bin, tmp_path):
 def ycsb_build(tmp_path_factory):
     out = tmp_path_factory.mktemp("ycsb") / "0.17.0"
     out.mkdir()
-    record = ycsb.build(out, out.parent / "maven.log")
+    record = ycsbbuild.build(out, out.parent / "maven.log")
     return out, record
 
 
 def test_build_records_the_pinned_jars_and_runs_the_client(ycsb_build, redis_bin, tmp_path):
     out, record = ycsb_build
-    assert record["ycsb_core_version"] == "0.17.0" == ycsb.pinned_version()
-    pins = ycsb.pins()
+    assert record["ycsb_core_version"] == "0.17.0" == ycsbbuild.pinned_version()
+    pins = ycsbbuild.pins()
     assert record["jars"][f"jedis-{pins['jedis.version']}.jar"]
     assert "core-0.17.0.jar" in record["jars"] and "HdrHistogram-2.1.4.jar" in record["jars"]
     assert not [j for j in record["jars"] if j.startswith(("junit", "hamcrest"))], \
@@ -55,8 +57,8 @@ def test_build_records_the_pinned_jars_and_runs_the_client(ycsb_build, redis_bin
     # The classpath and workload file it leaves run YCSB's real client against a real server.
     server = start_redis(redis_bin, tmp_path)
     port = server.port
-    workload = {"records": 500, "operations": 2000, "threads": 4, "key_size_bytes": 8,
-                "value_size_bytes": 100, "jvm_heap_mb": 256}
+    workload = YcsbA(records=500, operations=2000, threads=4, key_size_bytes=8,
+                     value_size_bytes=100, jvm_heap_mb=256, on_demand_snapshot=False)
     try:
         for phase in ycsb.PHASES:
             cmd = ycsb.command(out, phase, port, workload, tmp_path / f"{phase}-")
@@ -77,5 +79,5 @@ def test_build_records_the_pinned_jars_and_runs_the_client(ycsb_build, redis_bin
 
 def test_build_without_maven_names_the_setup(monkeypatch, tmp_path):
     monkeypatch.setenv("PATH", str(tmp_path))
-    with pytest.raises(ycsb.YcsbError, match="make setup-host"):
-        ycsb.build(tmp_path / "out", tmp_path / "log")
+    with pytest.raises(ycsbbuild.YcsbError, match="make setup-host"):
+        ycsbbuild.build(tmp_path / "out", tmp_path / "log")

@@ -7,7 +7,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import urllib.request
 from pathlib import Path
 
@@ -68,7 +67,26 @@ def apt_source_versions(package: str, upstream_version: str) -> list[str]:
     return sorted(set(wanted), reverse=True)
 
 
+APT_HELPER = "/usr/lib/apt/apt-helper"
+
+
+def _orig_uri(package: str, version: str, upstream: str) -> tuple[str, str] | None:
+    """The URI and apt's checksum of ``package=version``'s upstream tarball, from apt's index."""
+    proc = subprocess.run(["apt-get", "source", "--print-uris", "--download-only",
+                           f"{package}={version}"], capture_output=True, text=True)
+    name = f"{package}_{upstream}.orig.tar.gz"
+    for uri, fname, _size, digest in re.findall(r"^'(\S+)' (\S+) (\d+) (\S+)$",
+                                                 proc.stdout, re.M):
+        if fname == name:
+            return uri, digest
+    return None
+
+
 def _from_apt_source(source: dict, dest: Path) -> str:
+    """The upstream tarball of a Debian source package, fetched alone with apt's own transport
+    (apt-helper, so apt's proxy and mirror settings apply). Only the .orig.tar.gz is fetched:
+    a Debian revision's .dsc can vanish from the pool (a security update moves it) while the
+    upstream tarball, shared by every revision, stays."""
     package, upstream = source["package"], source["upstream_version"]
     versions = apt_source_versions(package, upstream)
     if not versions:
@@ -78,16 +96,18 @@ def _from_apt_source(source: dict, dest: Path) -> str:
             "sources) or put the tarball in redis.tarball_dirs")
     errors = []
     for version in versions:
-        with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
-            proc = subprocess.run(
-                ["apt-get", "source", "--download-only", f"{package}={version}"],
-                cwd=tmp, capture_output=True, text=True)
-            orig = Path(tmp) / f"{package}_{upstream}.orig.tar.gz"
-            if proc.returncode == 0 and orig.is_file():
-                shutil.move(orig, dest)
-                return f"apt-get source {package}={version} ({orig.name})"
-            errors.append(f"{version}: {proc.stderr.strip()[-300:]}")
-    raise SourceError(f"apt-get source failed: {'; '.join(errors)}")
+        found = _orig_uri(package, version, upstream)
+        if found is None:
+            errors.append(f"{version}: apt-get source --print-uris lists no "
+                          f"{package}_{upstream}.orig.tar.gz")
+            continue
+        uri, digest = found
+        proc = subprocess.run([APT_HELPER, "download-file", uri, str(dest), digest],
+                              capture_output=True, text=True)
+        if proc.returncode == 0 and dest.is_file():
+            return f"apt source {package}={version} ({uri})"
+        errors.append(f"{version}: {uri}: {(proc.stderr or proc.stdout).strip()[-300:]}")
+    raise SourceError(f"apt source fetch failed: {'; '.join(errors)}")
 
 
 def fetch(version: str, dest: Path, tarball_dirs: list[str] = ()) -> dict:

@@ -142,8 +142,8 @@ def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None =
             **{f"nvme_trace_write_bytes_pid_{pid}": v["write_bytes"]
                for pid, v in sorted(by_pid.items())},
         })
-        layout = raw / layout.RAW_SLIMIO_INSPECT_AFTER
-        if slimio_storage and "placement_ids" in slimio_storage and layout.exists():
+        inspect_after = raw / layout.RAW_SLIMIO_INSPECT_AFTER
+        if slimio_storage and "placement_ids" in slimio_storage and inspect_after.exists():
             check = nvmetrace.check_placement(
                 trace, nvmetrace.slimio_regions(_json(raw, layout.RAW_SLIMIO_INSPECT_AFTER),
                                                 slimio_storage["placement_ids"]),
