@@ -36,7 +36,7 @@ def pytest_collection_modifyitems(config, items):
 
 
 def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
-                rewrite_percentage: int = 100):
+                rewrite_percentage: int = 100, rewrite_min_size: int = 64 << 20):
     """A redis-server of ``bin_dir`` on a free port with its data, conf and log in
     ``directory``; started (shut it down with ``.shutdown()``)."""
     from slimio_repro.guest.server import RedisServer, free_port, render_conf
@@ -44,7 +44,7 @@ def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
     render_conf(directory / "redis.conf", port=port, data_dir=directory,
                 log_file=directory / "redis.log", appendfsync=appendfsync,
                 auto_aof_rewrite_percentage=rewrite_percentage,
-                auto_aof_rewrite_min_size=64 << 20)
+                auto_aof_rewrite_min_size=rewrite_min_size)
     server = RedisServer(bin_dir, directory / "redis.conf", port, directory / "redis.log")
     server.start(60)
     return server

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from ..guest import is_slimio
+from .config import ConfigError
 
 MIB = 1024 * 1024
 
@@ -60,23 +61,81 @@ def expected_wal_bytes(config: dict, workload: str = "redis-benchmark") -> int:
                                                                w["value_size_bytes"])
 
 
-def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
-    """auto-aof-rewrite-min-size that gives about N WAL-Snapshots per repetition.
+def dataset_bytes_after(config: dict, workload: str, wal_bytes: float) -> float:
+    """Expected RDB size once ``wal_bytes`` of WAL are written (the dataset grows as the
+    workload runs): redis-benchmark's distinct keys among that many uniform random SETs;
+    YCSB-A's records loaded so far (the load phase writes each once, then the run phase only
+    overwrites)."""
+    w = config["workloads"][workload]
+    sets = wal_bytes / aof_bytes_per_set(w["key_size_bytes"], w["value_size_bytes"])
+    if workload == "ycsb-a":
+        keys = min(sets, w["records"])
+    else:
+        keys = w["keyspace"] * (1 - math.exp(-sets / w["keyspace"]))
+    return keys * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"])
 
-    With auto-aof-rewrite-percentage 1 a rewrite starts whenever the AOF (base + increments)
-    exceeds M. The first starts after M bytes of WAL; each rewrite shrinks the AOF to the
-    dataset D, so the k-th starts after k*M - (k-1)*D bytes. N rewrites within T bytes of WAL
-    needs N*M - (N-1)*D <= T < (N+1)*M - N*D; we take the middle of that interval.
+
+def rewrite_starts(config: dict, workload: str, min_size: int, limit: int | None = None
+                   ) -> list[float]:
+    """Bytes of WAL written when each AOF rewrite starts, by Redis's rule (serverCron): a
+    rewrite starts when the AOF exceeds auto-aof-rewrite-min-size and has grown by
+    auto-aof-rewrite-percentage over its size when the last rewrite ended; no rewrite starts
+    while one runs.
+
+    A rewrite writes the dataset of the moment it starts (the new base's RDB preamble) while
+    ``server.rewrite_wal_ratio`` bytes of WAL arrive per byte it writes; that WAL lands in the
+    new increment, so when it ends the AOF is the dataset plus that WAL. (tests/
+    test_sizing_redis.py measures a real Redis against this.) Stops after ``limit`` starts.
+    """
+    total = expected_wal_bytes(config, workload)
+    percentage = config["server"]["auto_aof_rewrite_percentage"]
+    ratio = config["server"]["rewrite_wal_ratio"]
+    starts, at = [], float(min_size)
+    while at <= total and (limit is None or len(starts) < limit):
+        starts.append(at)
+        dataset = dataset_bytes_after(config, workload, at)
+        during = ratio * dataset
+        aof = dataset + during
+        at += during + max(min_size - aof, aof * percentage / 100)
+    return starts
+
+
+def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+    """auto-aof-rewrite-min-size that gives ``server.wal_snapshots_per_repetition`` (N)
+    WAL-Snapshots per repetition: the middle of the range of min sizes for which
+    :func:`rewrite_starts` counts exactly N rewrites within the cell's WAL, so a trigger
+    checked late or a dataset a little off its expectation moves no rewrite out of the run.
+    Raises ConfigError when no min size gives N (the rewrites cannot fit in the WAL).
     """
     explicit = config["server"]["auto_aof_rewrite_min_size_mb"]
     if explicit:
         return explicit * MIB
     n = config["server"]["wal_snapshots_per_repetition"]
-    total = expected_wal_bytes(config, workload)
-    data = expected_dataset_bytes(config, workload)
-    low = (total + n * data) / (n + 1)
-    high = (total + (n - 1) * data) / n
-    return max(MIB, int((low + high) / 2))
+    total = int(expected_wal_bytes(config, workload))
+
+    def count(m: int) -> int:
+        return len(rewrite_starts(config, workload, m, limit=n + 1))
+
+    # count() falls as the min size grows: the smallest size giving at most N rewrites, and
+    # the largest giving at least N.
+    lo, hi = 1, total + 1
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if count(mid) <= n else (mid + 1, hi)
+    fewest = lo
+    lo, hi = 0, total
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if count(mid) >= n else (lo, mid - 1)
+    most = lo
+    if most < max(fewest, MIB):
+        raise ConfigError(
+            f"server.wal_snapshots_per_repetition: {n} WAL-Snapshots do not fit in "
+            f"{workload}'s {total / MIB:.1f} MiB of WAL with a trigger of at least 1 MiB (a "
+            "rewrite writes the dataset while server.rewrite_wal_ratio x that much WAL "
+            f"arrives; a 1 MiB trigger gives {count(MIB)}); lower it or raise the workload's "
+            "requests")
+    return max(MIB, (fewest + most) // 2)
 
 
 def _ceil_to(value: float, unit: int) -> int:
