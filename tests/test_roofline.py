@@ -88,6 +88,13 @@ def test_parse_of_real_fio_output_matches_what_fio_printed():
         "placement_id": None,
         "fdp_placement_index": None,
     }
+    # Against fio's other fields, not the ones the parser reads: the job's size option, its
+    # KiB counters, its I/O count at the job's block size.
+    options = job["job options"]
+    assert summary["seq_write_bytes"] == int(options["size"]) == job["write"]["io_kbytes"] * 1024
+    assert summary["block_size_bytes"] == int(options["bs"])
+    assert job["write"]["total_ios"] * summary["block_size_bytes"] == summary["seq_write_bytes"]
+    assert summary["seq_write_mb_s"] == pytest.approx(job["write"]["bw"] * 1024 / 1e6, rel=1e-5)
     # fio's bandwidth is its bytes over its runtime (ms resolution).
     assert summary["seq_write_mb_s"] == pytest.approx(
         summary["seq_write_bytes"] / summary["seq_write_runtime_s"] / 1e6, rel=1e-6)
