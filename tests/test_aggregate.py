@@ -12,14 +12,10 @@ from slimio_repro.parse import cell as parse
 @pytest.fixture
 def records(tmp_path):
     files = []
-    # The baseline cells; the tests add slimio rows of their own where they need them.
+    # The baseline cells (side_by_side adds the slimio ones), two repetitions with different
+    # numbers each.
     for raw in sorted(CELL_FIXTURES.glob("bare-baseline-*")):
-        record, _ = parse.parse_cell(raw)
-        for rep in (1, 2):  # two repetitions with different numbers
-            r = dict(record, rep=rep, rps_avg=record["rps_avg"] * rep)
-            f = tmp_path / f"{r['cell_id']}-{rep}.json"
-            f.write_text(json.dumps(r))
-            files.append(f)
+        files += _reps(raw, tmp_path)
     return files
 
 
@@ -52,26 +48,33 @@ def test_latex_table_is_a_booktabs_tabular(records, tmp_path):
     assert r"$\pm$" in tex and "SET p999 (ms)" in tex
 
 
-# Derived input for the ratio arithmetic only: no slimio cell has been captured yet, so each
-# real baseline record is copied, relabelled slimio, and given known multiples of its numbers.
-SLIMIO_FACTORS = {"rps_wal_only": 1.5, "rps_wal_snapshot": 1.25, "rps_avg": 2.0,
-                  "snapshot_time_s": 0.5, "set_p999_ms": 0.25, "mem_wal_only_peak_gb": 1.0,
-                  "mem_wal_snapshot_peak_gb": 0.8, "recovery_time_s": 0.8, "recovery_mb_s": 1.25,
-                  "get_p999_ms": 0.5}
+def _reps(raw, tmp_path) -> list:
+    """The record of the captured cell ``raw`` as two repetitions (rps_avg x1 and x2)."""
+    record, _ = parse.parse_cell(raw)
+    files = []
+    for rep in (1, 2):
+        r = dict(record, rep=rep, rps_avg=record["rps_avg"] * rep)
+        f = tmp_path / f"{r['cell_id']}-{rep}.json"
+        f.write_text(json.dumps(r))
+        files.append(f)
+    return files
 
 
 @pytest.fixture
 def side_by_side(records, tmp_path):
+    """The baseline cells and the captured SlimIO cells (file backend), two repetitions each."""
     files = list(records)
-    for f in records:
-        r = json.loads(f.read_text())
-        r.update(system="slimio", cell_id=r["cell_id"].replace("-baseline-", "-slimio-"),
-                 **{m: None if r.get(m) is None else r[m] * k
-                    for m, k in SLIMIO_FACTORS.items()})
-        out = tmp_path / f"derived-slimio-{f.name}"
-        out.write_text(json.dumps(r))
-        files.append(out)
+    for raw in sorted(CELL_FIXTURES.glob("bare-slimio-*")):
+        files += _reps(raw, tmp_path)
     return files
+
+
+def _mean(files, system, policy, workload, metric):
+    """The mean of ``metric`` over the records of one group, read here from the files."""
+    values = [r[metric] for r in map(lambda f: json.loads(f.read_text()), files)
+              if (r["system"], r["policy"], r["workload"]) == (system, policy, workload)
+              and r.get(metric) is not None]
+    return (sum(values) / len(values), len(values)) if values else (None, 0)
 
 
 def test_tables_have_slimio_rows(side_by_side, tmp_path):
@@ -94,22 +97,23 @@ def test_ratios_are_ratios_of_means_with_n(side_by_side, tmp_path):
         assert set(table.system) == {"slimio"} and set(table.policy) == {"periodical",
                                                                          "always"}
         for _, row in table.iterrows():
-            if row.metric == "waf":
-                # The bare testbed has no FDP statistics: no WAF, no ratio, but the row is there.
-                assert pd.isna(row.ratio_to_baseline) and row.system_n == row.baseline_n == 0
+            system, n = _mean(side_by_side, "slimio", row.policy, "redis-benchmark", row.metric)
+            base, base_n = _mean(side_by_side, "baseline", row.policy, "redis-benchmark",
+                                 row.metric)
+            assert (row.system_n, row.baseline_n) == (n, base_n)
+            if system is None or base is None:
+                # e.g. WAF (no FDP statistics on bare), or a cell with no WAL-only interval:
+                # no mean, no ratio, but the row is there.
+                assert pd.isna(row.ratio_to_baseline)
                 continue
-            if (row.policy, row.metric) == ("periodical", "rps_wal_only"):
-                # That tiny fixture has no WAL-only interval: no mean, no ratio.
-                assert pd.isna(row.ratio_to_baseline) and row.system_n == row.baseline_n == 0
-                continue
-            assert row.ratio_to_baseline == pytest.approx(SLIMIO_FACTORS[row.metric])
-            assert row.ratio_to_baseline == pytest.approx(row.system_mean / row.baseline_mean)
-            assert row.system_n == 2 and row.baseline_n == 2
+            assert row.ratio_to_baseline == pytest.approx(system / base)
+            assert n == base_n == 2
     md = (tmp_path / "t" / "table3_ratios.md").read_text()
-    # Average RPS: mean of (1x, 2x) for the baseline's two repetitions, doubled for SlimIO.
     assert "| Periodical-Log | SlimIO | bare | Average RPS (rps_avg) | higher |" in md
     row = next(l for l in md.splitlines() if "(rps_avg)" in l and "Periodical" in l)
-    assert row.split("|")[8].strip() == "2.000"
+    system, _ = _mean(side_by_side, "slimio", "periodical", "redis-benchmark", "rps_avg")
+    base, _ = _mean(side_by_side, "baseline", "periodical", "redis-benchmark", "rps_avg")
+    assert row.split("|")[8].strip() == f"{system / base:.3f}"
     assert row.split("|")[9].strip() == f"{55042.87 / 47993.20:.3f}"  # the paper's ratio
     t5 = (tmp_path / "t" / "table5_ratios.md").read_text()
     assert f"{44.12 / 55.38:.3f}" in t5  # the paper's Table 5 has no policy
@@ -347,9 +351,10 @@ def test_table4_from_ycsb_cells(side_by_side, tmp_path):
     table = pd.read_csv(tmp_path / "t" / "table4_ycsb_a.csv")
     assert set(table.workload) == {"ycsb-a"} and (table.get_p999_ms_mean > 0).all()
     ratios = pd.read_csv(tmp_path / "t" / "table4_ratios.csv").set_index("metric")
-    assert ratios.loc["set_p999_ms", "ratio_to_baseline"] == pytest.approx(0.25)
-    assert ratios.loc["get_p999_ms", "ratio_to_baseline"] == pytest.approx(0.5)
-    assert ratios.loc["rps_avg", "ratio_to_baseline"] == pytest.approx(2.0)
+    for metric in ("set_p999_ms", "get_p999_ms", "rps_avg"):
+        system, _ = _mean(side_by_side, "slimio", "periodical", "ycsb-a", metric)
+        base, _ = _mean(side_by_side, "baseline", "periodical", "ycsb-a", metric)
+        assert ratios.loc[metric, "ratio_to_baseline"] == pytest.approx(system / base)
     assert "waf" not in ratios.index
     rmd = (tmp_path / "t" / "table4_ratios.md").read_text()
     # The paper's own GET p999 ratio under Periodical-Log: 0.577 / 0.673.

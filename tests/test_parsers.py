@@ -2,6 +2,7 @@
 patched redis-benchmark on an ext4 loop image, tiny scale)."""
 
 import json
+import shutil
 
 import pandas as pd
 import pytest
@@ -111,50 +112,32 @@ def test_incomplete_cell_is_refused(fixture_cell):
         parse.parse_cell(fixture_cell)
 
 
-# System slimio. No slimio cell has been captured yet: these inputs are written by hand in
-# the format the SlimIO server promises (its log line and INFO slimio fields), not real output.
-SLIMIO_LOG_LINE = ("7:M 21 Nov 2026 01:22:40.120 * SlimIO recovery: loaded 84930642 bytes in "
-                   "0.210 seconds (404.43 MB/s)\n")
-SLIMIO_INFO = ("# SlimIO\r\nslimio_enabled:1\r\nslimio_backend:file\r\n"
-               "slimio_recovery_time_s:0.210\r\nslimio_recovery_bytes:84930642\r\n"
-               "slimio_recovery_mbps:404.43\r\n")
+# System slimio: the SlimIO file-backend cell captured by tests/fixtures/capture.py.
+SLIMIO = CELL_FIXTURES / "bare-slimio-redis-benchmark-periodical-r1"
 
 
 def test_slimio_recovery_log_line():
-    log = "7:M 21 Nov 2026 01:22:39.900 * Ready to accept connections\n" + SLIMIO_LOG_LINE
-    assert redislog.slimio_recovery(log) == {"bytes": 84930642, "secs": 0.21, "mbps": 404.43}
+    log = (SLIMIO / layout.RAW_RECOVERY_LOG).read_text()
+    # "SlimIO recovery: loaded 47196198 bytes in 0.136 seconds (345.9 MB/s): ..." in that log.
+    assert "SlimIO recovery: loaded 47196198 bytes in 0.136 seconds (345.9 MB/s)" in log
+    assert redislog.slimio_recovery(log) == {"bytes": 47196198, "secs": 0.136, "mbps": 345.9}
     assert redislog.slimio_recovery("7:M 21 Nov 2026 01:22:39.900 * Ready\n") is None
 
 
 def test_info_fields_of_a_raw_info_reply():
-    got = parse.info_fields(SLIMIO_INFO)
-    assert got["slimio_recovery_bytes"] == 84930642 and got["slimio_backend"] == "file"
-    assert got["slimio_recovery_time_s"] == pytest.approx(0.21)
-    assert "# SlimIO" not in got
+    text = (SLIMIO / layout.RAW_SLIMIO_INFO_RECOVERY).read_text()
+    got = parse.info_fields(text)
+    assert got["slimio_recovery_bytes"] == 47196198 and got["slimio_backend"] == "file"
+    assert got["slimio_recovery_time_s"] == pytest.approx(0.136)
+    assert "# SlimIO" not in got and len(got) == text.count(":")
 
 
 @pytest.fixture
-def slimio_cell(fixture_cell):
-    """The periodical baseline fixture relabelled as a slimio cell, with the SlimIO recovery
-    outputs above added: a derived input for the parser's slimio path only."""
-    prov = json.loads((fixture_cell / layout.RAW_PROVENANCE).read_text())
-    prov["cell"]["system"] = "slimio"
-    (fixture_cell / layout.RAW_PROVENANCE).write_text(json.dumps(prov))
-    with open(fixture_cell / layout.RAW_RECOVERY_LOG, "a") as fh:
-        fh.write(SLIMIO_LOG_LINE)
-    (fixture_cell / layout.RAW_SLIMIO_INFO_RECOVERY).write_text(SLIMIO_INFO)
-    return fixture_cell
-
-
-def test_parse_slimio_cell_records_slimio_recovery(slimio_cell):
-    record, _ = parse.parse_cell(slimio_cell)
-    assert record["system"] == "slimio"
-    assert record["slimio_recovery_bytes"] == 84930642 == record["recovery_bytes"]
-    assert record["slimio_recovery_time_s"] == pytest.approx(0.21)
-    assert record["slimio_recovery_mb_s"] == pytest.approx(404.43)
-    # Table 5's columns keep the stock load time; the bytes are what SlimIO read.
-    assert record["recovery_time_s"] == pytest.approx(0.135)
-    assert record["recovery_mb_s"] == pytest.approx(84930642 / 1e6 / 0.135)
+def slimio_cell(tmp_path):
+    """A copy of the captured slimio cell (the tests may not modify the committed one)."""
+    dst = tmp_path / SLIMIO.name
+    shutil.copytree(SLIMIO, dst)
+    return dst
 
 
 def test_slimio_cell_without_its_recovery_line_is_refused(slimio_cell):
@@ -165,8 +148,10 @@ def test_slimio_cell_without_its_recovery_line_is_refused(slimio_cell):
 
 
 def test_slimio_cell_whose_log_and_info_disagree_is_refused(slimio_cell):
+    info = (slimio_cell / layout.RAW_SLIMIO_INFO_RECOVERY).read_text()
+    assert "slimio_recovery_bytes:47196198" in info
     (slimio_cell / layout.RAW_SLIMIO_INFO_RECOVERY).write_text(
-        SLIMIO_INFO.replace("84930642", "84930000"))
+        info.replace("slimio_recovery_bytes:47196198", "slimio_recovery_bytes:47196000"))
     with pytest.raises(parse.ParseError, match="contradicts itself"):
         parse.parse_cell(slimio_cell)
 
