@@ -47,12 +47,12 @@ def test_a_rewrite_lasting_r_times_the_dataset_shifts_the_next_by_its_wal(ratio)
     cfg = saturated("smoke", 2, ratio)
     final = cells.expected_dataset_bytes(cfg)
     wide = int(final * (1 + ratio) * 1.5)
-    first, second = cells.rewrite_starts(cfg, "redis-benchmark", wide)[:2]
+    first, second = cells.rewrite_starts(cfg, "redis-benchmark", wide, ratio)[:2]
     data = cells.dataset_bytes_after(cfg, "redis-benchmark", first)
     assert second - first == pytest.approx(wide - data, rel=1e-9)
     cfg["workloads"]["redis-benchmark"]["keyspace"] = 1000
     narrow = int(cells.expected_dataset_bytes(cfg) / 2)
-    first, second = cells.rewrite_starts(cfg, "redis-benchmark", narrow)[:2]
+    first, second = cells.rewrite_starts(cfg, "redis-benchmark", narrow, ratio)[:2]
     data = cells.dataset_bytes_after(cfg, "redis-benchmark", first)
     assert narrow < data * (1 + ratio)
     assert second - first == pytest.approx(ratio * data + 0.01 * (1 + ratio) * data, rel=1e-9)
@@ -75,11 +75,22 @@ def test_the_dataset_grows_as_uniform_random_keys_fill_the_keyspace():
 
 def test_too_many_rewrites_for_the_wal_are_refused_naming_the_key():
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"],
-                         {"server": {"wal_snapshots_per_repetition": 3},
-                          "workloads": {"redis-benchmark": {"requests": 500}}})
-    with pytest.raises(configmod.ConfigError, match="server.wal_snapshots_per_repetition: 3 "
-                       "WAL-Snapshots do not fit in redis-benchmark's 2.0 MiB of WAL"):
+                         {"server": {"wal_snapshots_per_repetition": 3}})
+    with pytest.raises(configmod.ConfigError, match="server.wal_snapshots_per_repetition: no "
+                       "rewrite trigger gives 3 WAL-Snapshots in redis-benchmark's 236.4 MiB"):
         cells.aof_rewrite_min_size_bytes(cfg)
+
+
+@pytest.mark.parametrize("workload", ["redis-benchmark", "ycsb-a"])
+@pytest.mark.parametrize("profile", ["smoke", "ci"])
+def test_derived_trigger_gives_the_target_whatever_the_rewrite_speed(profile, workload):
+    """The profiles' own triggers: N rewrites for every ratio from 0 to the configured one."""
+    cfg = profile_config(profile)
+    m = cells.aof_rewrite_min_size_bytes(cfg, workload)
+    target = cfg["server"]["wal_snapshots_per_repetition"]
+    top = cfg["server"]["rewrite_wal_ratio"]
+    for ratio in (0.0, top / 4, top / 2, top):
+        assert len(cells.rewrite_starts(cfg, workload, m, ratio)) == target, ratio
 
 
 def test_ycsb_wal_is_the_load_plus_the_updates():
@@ -99,8 +110,9 @@ def test_papers_explicit_trigger_gives_its_two_rewrites():
                           paths.CONFIG_DIR / "profiles" / "paper.yaml"])
     m = cells.aof_rewrite_min_size_bytes(cfg)
     assert m == 53_000 * cells.MIB
-    assert len(cells.rewrite_starts(cfg, "redis-benchmark", m)) == 2
-    assert len(cells.rewrite_starts(cfg, "ycsb-a", m)) == 3
+    for ratio in (0.0, 0.5, 1.0):  # the paper's snapshots: ~1 byte of WAL per byte written
+        assert len(cells.rewrite_starts(cfg, "redis-benchmark", m, ratio)) == 2
+        assert len(cells.rewrite_starts(cfg, "ycsb-a", m, ratio)) == 3
 
 
 def test_aof_bytes_per_set_matches_resp_framing():

@@ -75,21 +75,22 @@ def dataset_bytes_after(config: dict, workload: str, wal_bytes: float) -> float:
     return keys * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"])
 
 
-def rewrite_starts(config: dict, workload: str, min_size: int, limit: int | None = None
-                   ) -> list[float]:
+def rewrite_starts(config: dict, workload: str, min_size: int, ratio: float,
+                   limit: int | None = None) -> list[float]:
     """Bytes of WAL written when each AOF rewrite starts, by Redis's rule (serverCron): a
     rewrite starts when the AOF exceeds auto-aof-rewrite-min-size and has grown by
     auto-aof-rewrite-percentage over its size when the last rewrite ended; no rewrite starts
     while one runs.
 
     A rewrite writes the dataset of the moment it starts (the new base's RDB preamble) while
-    ``server.rewrite_wal_ratio`` bytes of WAL arrive per byte it writes; that WAL lands in the
-    new increment, so when it ends the AOF is the dataset plus that WAL. (tests/
-    test_sizing_redis.py measures a real Redis against this.) Stops after ``limit`` starts.
+    ``ratio`` bytes of WAL arrive per byte it writes (the workload's write rate over the
+    rewrite's, a property of the machine); that WAL lands in the new increment, so when it
+    ends the AOF is the dataset plus that WAL. The next rewrite then starts M - D after this
+    one, whatever the ratio, as long as M exceeds D x (1 + ratio); below that, rewrites run
+    back to back and their number follows the machine's speed. Stops after ``limit`` starts.
     """
     total = expected_wal_bytes(config, workload)
     percentage = config["server"]["auto_aof_rewrite_percentage"]
-    ratio = config["server"]["rewrite_wal_ratio"]
     starts, at = [], float(min_size)
     while at <= total and (limit is None or len(starts) < limit):
         starts.append(at)
@@ -100,24 +101,14 @@ def rewrite_starts(config: dict, workload: str, min_size: int, limit: int | None
     return starts
 
 
-def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
-    """auto-aof-rewrite-min-size that gives ``server.wal_snapshots_per_repetition`` (N)
-    WAL-Snapshots per repetition: the middle of the range of min sizes for which
-    :func:`rewrite_starts` counts exactly N rewrites within the cell's WAL, so a trigger
-    checked late or a dataset a little off its expectation moves no rewrite out of the run.
-    Raises ConfigError when no min size gives N (the rewrites cannot fit in the WAL).
-    """
-    explicit = config["server"]["auto_aof_rewrite_min_size_mb"]
-    if explicit:
-        return explicit * MIB
-    n = config["server"]["wal_snapshots_per_repetition"]
+def _min_sizes_giving(config: dict, workload: str, n: int, ratio: float) -> tuple[int, int]:
+    """The smallest and the largest min size that give exactly ``n`` rewrites at ``ratio``
+    (smallest > largest when none does). The count falls as the min size grows."""
     total = int(expected_wal_bytes(config, workload))
 
     def count(m: int) -> int:
-        return len(rewrite_starts(config, workload, m, limit=n + 1))
+        return len(rewrite_starts(config, workload, m, ratio, limit=n + 1))
 
-    # count() falls as the min size grows: the smallest size giving at most N rewrites, and
-    # the largest giving at least N.
     lo, hi = 1, total + 1
     while lo < hi:
         mid = (lo + hi) // 2
@@ -127,15 +118,36 @@ def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") 
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if count(mid) >= n else (lo, mid - 1)
-    most = lo
-    if most < max(fewest, MIB):
+    return fewest, lo
+
+
+def aof_rewrite_min_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+    """auto-aof-rewrite-min-size that gives ``server.wal_snapshots_per_repetition`` (N)
+    WAL-Snapshots per repetition on any machine whose rewrites take in at most
+    ``server.rewrite_wal_ratio`` bytes of WAL per byte they write: the middle of the range of
+    min sizes for which :func:`rewrite_starts` counts exactly N rewrites both with instant
+    rewrites and at that ratio (the count falls as the ratio grows, so every ratio between
+    gives N too). Raises ConfigError when no min size of at least 1 MiB does.
+    """
+    explicit = config["server"]["auto_aof_rewrite_min_size_mb"]
+    if explicit:
+        return explicit * MIB
+    n = config["server"]["wal_snapshots_per_repetition"]
+    ratio = config["server"]["rewrite_wal_ratio"]
+    instant = _min_sizes_giving(config, workload, n, 0.0)
+    slow = _min_sizes_giving(config, workload, n, ratio)
+    low, high = max(instant[0], slow[0], MIB), min(instant[1], slow[1])
+    if high < low:
+        total = expected_wal_bytes(config, workload)
+        data = expected_dataset_bytes(config, workload)
         raise ConfigError(
-            f"server.wal_snapshots_per_repetition: {n} WAL-Snapshots do not fit in "
-            f"{workload}'s {total / MIB:.1f} MiB of WAL with a trigger of at least 1 MiB (a "
-            "rewrite writes the dataset while server.rewrite_wal_ratio x that much WAL "
-            f"arrives; a 1 MiB trigger gives {count(MIB)}); lower it or raise the workload's "
-            "requests")
-    return max(MIB, (fewest + most) // 2)
+            f"server.wal_snapshots_per_repetition: no rewrite trigger gives {n} WAL-Snapshots "
+            f"in {workload}'s {total / MIB:.1f} MiB of WAL over its {data / MIB:.1f} MiB "
+            f"dataset both with instant rewrites and with rewrites that take in "
+            f"server.rewrite_wal_ratio = {ratio} bytes of WAL per byte they write (the count "
+            "would depend on how fast this machine rewrites); lower it, raise the workload's "
+            "requests, or set server.auto_aof_rewrite_min_size_mb")
+    return (low + high) // 2
 
 
 def _ceil_to(value: float, unit: int) -> int:
