@@ -7,13 +7,14 @@ i.e. 128 blocks, plus 10 small f2fs/kworker/passthru writes of 16 blocks in all 
 
 import gzip
 import json
+import re
 import shutil
 import subprocess
 import sys
 
 import pytest
 
-from conftest import FIXTURES
+from conftest import CELL_FIXTURES, FIXTURES
 from slimio_repro.guest import layout
 from slimio_repro.parse import nvmetrace
 from slimio_repro.parse.nvmetrace import NvmeCommand, TraceError
@@ -188,46 +189,88 @@ def test_cli_prints_json():
     assert json.loads(proc.stdout) == nvmetrace.summarize(TRACE, LBA)
 
 
-# A SlimIO cell's trace (nvme backend, FDP, placement wal=1, wal_snapshot=3, on_demand=2),
-# captured in the guest and cut to a few commands of each kind, with the cell's layout.
-SLIMIO_FDP = FIXTURES / "vm" / "slimio-fdp"
+# A whole SlimIO cell in the VM (nvme backend, FDP, placement wal=1, wal_snapshot=3,
+# on_demand=2), captured by tests/fixtures/capture.py: its gzip trace and its layout. The
+# expectations are counted here from the trace's lines with a regex of their own.
+SLIMIO_FDP = CELL_FIXTURES / "vm-slimio-redis-benchmark-periodical-r1"
+SLIMIO_TRACE = SLIMIO_FDP / layout.RAW_TRACE
 PAPER_IDS = {"wal": 1, "wal_snapshot": 3, "on_demand": 2}
+WRITE = re.compile(r"disk=nvme0n1, .*cmd=\(nvme_cmd_write slba=(\d+), len=(\d+), "
+                   r"ctrl=(0x[0-9a-f]+), dsmgmt=(\d+),")
 
 
 def _layout() -> dict:
-    return json.loads((SLIMIO_FDP / "slimio-inspect-after.json").read_text())
+    return json.loads((SLIMIO_FDP / layout.RAW_SLIMIO_INSPECT_AFTER).read_text())
+
+
+def _writes() -> list[tuple[int, int, str]]:
+    """(first LBA, blocks, placement key) of every write: DTYPE 2 (data placement) is bits
+    4-7 of the trace's ctrl (CDW12 >> 16), DSPEC the high half of dsmgmt (CDW13)."""
+    out = []
+    with gzip.open(SLIMIO_TRACE, "rt") as fh:
+        for line in fh:
+            m = WRITE.search(line)
+            if m:
+                slba, n, ctrl, dsm = int(m[1]), int(m[2]) + 1, int(m[3], 16), int(m[4])
+                out.append((slba, n, str(dsm >> 16) if (ctrl >> 4) & 0xF == 2 else "none"))
+    return out
+
+
+def _region(lba: int) -> str:
+    wal, slots = _layout()["wal"], _layout()["slots"]
+    if lba < wal["start_lba"]:
+        return "metadata"
+    if lba < wal["start_lba"] + wal["lbas"]:
+        return "wal"
+    if min(s["start_lba"] for s in slots) <= lba < max(s["start_lba"] + s["lbas"] for s in slots):
+        return "snapshots"
+    return "outside"
 
 
 def test_slimio_regions_follow_the_layout():
+    wal, slots = _layout()["wal"], _layout()["slots"]
     regions = nvmetrace.slimio_regions(_layout(), PAPER_IDS)
     assert [(r["region"], r["start_lba"], r["end_lba"], r["allowed"]) for r in regions] == [
-        ("metadata", 0, 256, ["none"]), ("wal", 256, 39424, ["1"]),
-        ("snapshots", 39424, 79360, ["2", "3"])]
+        ("metadata", 0, wal["start_lba"], ["none"]),
+        ("wal", wal["start_lba"], slots[0]["start_lba"], ["1"]),
+        ("snapshots", slots[0]["start_lba"], slots[2]["start_lba"] + slots[2]["lbas"],
+         ["2", "3"])]
+    assert wal["start_lba"] + wal["lbas"] == slots[0]["start_lba"]
     none = nvmetrace.slimio_regions(_layout(), {k: -1 for k in PAPER_IDS})
     assert all(r["allowed"] == ["none"] for r in none)
 
 
 def test_placement_check_confirms_each_region_carries_its_id():
-    check = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt",
+    writes = _writes()
+    check = nvmetrace.check_placement(SLIMIO_TRACE,
                                       nvmetrace.slimio_regions(_layout(), PAPER_IDS), 4096)
     assert check["ok"] and check["mismatched_writes"] == 0
     per = check["write_bytes_per_region"]
+    expected = {}
+    for lba, blocks, key in writes:
+        by_key = expected.setdefault(_region(lba), {})
+        by_key[key] = by_key.get(key, 0) + blocks * 4096
+    assert per == expected
+    assert set(per) == {"metadata", "wal", "snapshots"}
     assert set(per["metadata"]) == {"none"} and set(per["wal"]) == {"1"}
-    assert set(per["snapshots"]) == {"2", "3"}
-    assert all(v > 0 for region in per.values() for v in region.values())
+    assert set(per["snapshots"]) == {"2", "3"}, "WAL-Snapshots and the On-Demand-Snapshot"
 
 
 def test_placement_check_names_writes_with_the_wrong_id():
+    writes = _writes()
     # The same trace judged as a slimio-nofdp cell: every WAL and snapshot write is wrong.
-    check = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt", nvmetrace.slimio_regions(
+    check = nvmetrace.check_placement(SLIMIO_TRACE, nvmetrace.slimio_regions(
         _layout(), {k: -1 for k in PAPER_IDS}), 4096)
-    assert not check["ok"] and check["mismatched_writes"] == 12
+    placed = [w for w in writes if _region(w[0]) in ("wal", "snapshots")]
+    assert not check["ok"] and check["mismatched_writes"] == len(placed) > 0
     assert {e["region"] for e in check["mismatch_examples"]} <= {"wal", "snapshots"}
-    # A WAL placed where the snapshots' ids are expected, and nothing outside the layout.
-    swapped = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt", nvmetrace.slimio_regions(
+    # The WAL's and the On-Demand-Snapshot's ids swapped: the WAL's writes (id 1, 2 expected)
+    # and the On-Demand-Snapshot's (id 2, 1 or 3 expected) are wrong, the WAL-Snapshots' not.
+    swapped = nvmetrace.check_placement(SLIMIO_TRACE, nvmetrace.slimio_regions(
         _layout(), {"wal": 2, "wal_snapshot": 3, "on_demand": 1}), 4096)
-    assert swapped["mismatched_writes"] == 8
+    wrong = [w for w in writes if (_region(w[0]), w[2]) in (("wal", "1"), ("snapshots", "2"))]
+    assert swapped["mismatched_writes"] == len(wrong) > 0
     small = dict(_layout(), wal=dict(_layout()["wal"], lbas=1))  # WAL writes past its end
-    outside = nvmetrace.check_placement(SLIMIO_FDP / "nvme-trace.txt",
-                                        nvmetrace.slimio_regions(small, PAPER_IDS), 4096)
+    outside = nvmetrace.check_placement(SLIMIO_TRACE, nvmetrace.slimio_regions(small, PAPER_IDS),
+                                        4096)
     assert "outside" in outside["write_bytes_per_region"] and not outside["ok"]

@@ -3,6 +3,7 @@ real run, parsed: each record field is checked against the raw files read here w
 own formats (Redis's log lines, redis-benchmark's summary, INFO, the plan), not with the
 parser's helpers."""
 
+import gzip
 import json
 import re
 from datetime import datetime
@@ -101,3 +102,29 @@ def test_recovery_is_slimios_own_report(record):
     recovery = json.loads((RAW / "recovery.json").read_text())
     assert record["recovery_verified"] is recovery["verified"] is True
     assert recovery["digest_before"] == recovery["digest_after"]
+
+
+# The same system in the VM (nvme backend through /dev/ng0n1, FDP placement wal=1,
+# wal_snapshot=3, on_demand=2), captured by tests/fixtures/capture.py.
+VM_RAW = CELL_FIXTURES / "vm-slimio-redis-benchmark-periodical-r1"
+
+
+def test_vm_cell_device_numbers_are_nvme_clis_and_the_traces():
+    record, _ = parse.parse_cell(VM_RAW)
+    assert record["slimio_backend"] == "nvme" and record["slimio_device"] == "/dev/ng0n1"
+    # nvme-cli's FDP statistics log (decimal strings, bytes), before and after the cell.
+    before = json.loads((VM_RAW / "fdp-stats-before.json").read_text())
+    after = json.loads((VM_RAW / "fdp-stats-after.json").read_text())
+    host = int(after["hbmw"]) - int(before["hbmw"])
+    media = int(after["mbmw"]) - int(before["mbmw"])
+    assert record["fdp_host_bytes_written"] == host and record["fdp_media_bytes_written"] == media
+    assert record["waf"] == pytest.approx(media / host)
+    # Every byte the device counted as written is a write command in the trace.
+    lengths = [int(m[1]) + 1 for m in re.finditer(
+        r"disk=nvme0n1, .*cmd=\(nvme_cmd_write slba=\d+, len=(\d+),",
+        gzip.open(VM_RAW / "nvme-trace.txt.gz", "rt").read())]
+    assert record["nvme_trace_write_commands"] == len(lengths)
+    assert record["nvme_trace_write_bytes"] == sum(lengths) * 4096 == host
+    assert record["nvme_trace_placement_ok"] is True
+    assert record["nvme_trace_wal_placement_ids"] == "1"
+    assert record["nvme_trace_snapshots_placement_ids"] == "2;3"
