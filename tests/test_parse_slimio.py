@@ -98,7 +98,7 @@ def test_recovery_is_slimios_own_report(record):
     assert record["slimio_recovery_time_s"] == float(line[2])
     assert record["slimio_recovery_mb_s"] == float(line[3])
     info = json.loads((RAW / "info-after-recovery.json").read_text())
-    assert record["recovery_dbsize"] == info["db0"]["keys"] == 7936
+    assert record["recovery_dbsize"] == info["db0"]["keys"] == 7948
     recovery = json.loads((RAW / "recovery.json").read_text())
     assert record["recovery_verified"] is recovery["verified"] is True
     assert recovery["digest_before"] == recovery["digest_after"]

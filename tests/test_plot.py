@@ -73,13 +73,15 @@ def test_shaded_periods_are_the_snapshots_in_the_pixels(drawn, pairs):
             for kind, (c, _) in plot.SHADE.items()}
 
     def pixel(ax, x):
-        # Median over the panel's upper third, at x: the RPS line and grid lines are thin.
+        # Median over a patch of the panel's upper third (9 pixels wide) around x: the RPS
+        # line and the grid lines are a pixel or two wide.
         y0, y1 = ax.get_ylim()
-        column = []
+        patch = []
         for frac in np.linspace(0.7, 0.95, 15):
             px, py = ax.transData.transform((x, y0 + frac * (y1 - y0)))
-            column.append(image[int(round(height - py)), int(round(px))])
-        return np.median(column, axis=0)
+            for dx in range(-4, 5):
+                patch.append(image[int(round(height - py)), int(round(px)) + dx])
+        return np.median(patch, axis=0)
 
     for ax, system in zip(fig.get_axes(), ("baseline", "slimio")):
         snapshots = json.loads(pairs[system][0].read_text())["snapshots"]
