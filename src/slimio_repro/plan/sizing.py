@@ -27,18 +27,20 @@ def rdb_bytes_per_key(key_size: int, value_size: int) -> int:
     return 1 + 1 + key_size + 5 + value_size
 
 
-def expected_dataset_bytes(config: dict, workload: str = "redis-benchmark") -> int:
-    """Expected RDB size after the workload.
-
-    redis-benchmark: the distinct keys hit by uniform random SETs. YCSB-A: every record (the
-    load phase writes them all; the run phase only overwrites).
-    """
-    w = config["workloads"][workload]
+def _keys_after(w: dict, workload: str, sets: float) -> float:
+    """Distinct keys after ``sets`` SETs: redis-benchmark's among uniform random keys;
+    YCSB-A's records loaded so far (the load phase writes each once, then the run phase only
+    overwrites)."""
     if workload == "ycsb-a":
-        keys = w["records"]
-    else:
-        keys = w["keyspace"] * (1 - math.exp(-w["requests"] / w["keyspace"]))
-    return int(keys * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"]))
+        return min(sets, w["records"])
+    return w["keyspace"] * (1 - math.exp(-sets / w["keyspace"]))
+
+
+def expected_dataset_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+    """Expected RDB size after the workload: the distinct keys its SETs leave."""
+    w = config["workloads"][workload]
+    return int(_keys_after(w, workload, expected_sets(config, workload))
+               * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"]))
 
 
 # YCSB workload A (ycsb-bindings/workloads/workloada.properties): the share of the run phase's
@@ -63,16 +65,11 @@ def expected_wal_bytes(config: dict, workload: str = "redis-benchmark") -> int:
 
 def dataset_bytes_after(config: dict, workload: str, wal_bytes: float) -> float:
     """Expected RDB size once ``wal_bytes`` of WAL are written (the dataset grows as the
-    workload runs): redis-benchmark's distinct keys among that many uniform random SETs;
-    YCSB-A's records loaded so far (the load phase writes each once, then the run phase only
-    overwrites)."""
+    workload runs)."""
     w = config["workloads"][workload]
     sets = wal_bytes / aof_bytes_per_set(w["key_size_bytes"], w["value_size_bytes"])
-    if workload == "ycsb-a":
-        keys = min(sets, w["records"])
-    else:
-        keys = w["keyspace"] * (1 - math.exp(-sets / w["keyspace"]))
-    return keys * rdb_bytes_per_key(w["key_size_bytes"], w["value_size_bytes"])
+    return _keys_after(w, workload, sets) * rdb_bytes_per_key(w["key_size_bytes"],
+                                                              w["value_size_bytes"])
 
 
 def rewrite_starts(config: dict, workload: str, min_size: int, ratio: float,
