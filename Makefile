@@ -51,4 +51,3 @@ lint: bootstrap
 	$(BIN)/snakemake --lint
 	$(BIN)/ansible-lint --offline playbooks/
 	$(BIN)/ansible-playbook --syntax-check playbooks/setup-host.yml
-	$(BIN)/ansible-playbook --syntax-check playbooks/provision-guest.yml

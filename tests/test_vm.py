@@ -74,12 +74,15 @@ def _config(**vm_settings):
 def test_tcg_spec_asks_qemu_for_its_max_cpu(tmp_path):
     cfg = _config(accel="tcg")
     plan = configmod.make(cfg).cell("vm-baseline-redis-benchmark-periodical-r1")
-    spec = vm.spec(plan, tmp_path, "slimio-repro-x", tmp_path / "b.box")
+    boot = {"kernel": "k", "initrd": "i", "kernel_cmdline": "root=/dev/vda1"}
+    net = {"name": "n", "address": "192.168.124.0/24"}
+    spec = vm.spec(plan, tmp_path, "slimio-repro-x", tmp_path / "b.box", boot, net)
     assert spec["accel"] == "tcg" and spec["qemu_args"][-2:] == ["-cpu", "max"]
+    assert spec["management_network"] == net and spec["kernel_cmdline"] == "root=/dev/vda1"
     assert spec["cpus"] == 2 and spec["memory_mb"] == 4096
     assert spec["ssh_private_key"] == str(tmp_path / "b.box") + ".key"
     kvm = vm.spec(configmod.make(_config(accel="kvm")).cell(plan.id), tmp_path, "b",
-                  tmp_path / "b.box")
+                  tmp_path / "b.box", boot, net)
     assert "-cpu" not in kvm["qemu_args"]
 
 

@@ -1,6 +1,6 @@
 """The vm testbed for real: Vagrant + libvirt bring up a VM per cell (TCG on machines
 without a working KVM) with QEMU's emulated NVMe FDP SSD. Two tiny cells run in their
-guests: baseline (provision-guest.yml makes F2FS on the namespace) under Periodical-Log, and
+guests: baseline (the cell's provisioning makes F2FS on the namespace) under Periodical-Log, and
 slimio (NVMe passthru on /dev/ng0n1 with FDP placement, FUA writes) under Always-Log; both
 measure the fio roofline at the end. A third cell runs YCSB-A (our binding, in the guest's
 JVM) against slimio. The VMs are destroyed at the end, also when a cell
@@ -8,7 +8,6 @@ fails. A third VM runs SlimIO's server tests marked `device` (tests/test_slimio_
 against /dev/ng0n1 with the nvme backend. Needs root, libvirt and Vagrant (make
 setup-host)."""
 
-import dataclasses
 import json
 import os
 import re
@@ -102,8 +101,17 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert prov["vm"]["accel"] == vm.accelerator("auto")["accel"]
     assert prov["vm"]["device_profile"]["fdp"] is True
     assert prov["tools"]["kernel"].startswith("6.12"), "the box's backports kernel"
-    timings = prov["vm"]["timings_s"]
-    assert timings["vagrant_up_s"] > 0 and timings["guest_cell_s"] > 0
+    # Every phase of the cell was timed, in the order it ran, and they add up to the cell.
+    phases = prov["phases_s"]
+    assert list(phases)[:3] == ["boot", "copy_in", "provision"]
+    assert list(phases)[-2:] == ["copy_back", "teardown"]
+    assert all(v >= 0 for v in phases.values()) and phases["workload"] > 0
+    assert sum(phases.values()) == pytest.approx(prov["cell_total_s"], abs=2.0)
+    # Provisioning checked the guest against the box the host booted, then made F2FS.
+    facts = prov["provision"]["facts"]
+    assert facts["box_id"] == prov["vm"]["box"]["inputs_sha256"]
+    assert facts["kernel"] == prov["vm"]["box"]["guest_kernel"] == prov["tools"]["kernel"]
+    assert any(c.startswith("mkfs.f2fs") for c in prov["provision"]["changed"])
 
     # The FDP statistics advanced by what the guest wrote (nvme-cli's JSON, read here
     # without the framework's parser).
@@ -123,9 +131,9 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert set(summary["writes_per_placement_id"]) == {"none"}, "F2FS sends no placement"
     assert record["waf"] == pytest.approx(delta["mbmw"] / delta["hbmw"])
     assert record["nvme_trace_write_bytes"] == summary["write_bytes"]
-    for name in ("vagrant.log", "provision.log", "console.log", "vm.json",
-                 "guest-run-cell.log"):
+    for name in ("vagrant.log", "console.log", "vm.json", "guest-run-cell.log"):
         assert (raw / "vm" / name).stat().st_size > 0, name
+    assert (raw / layout.RAW_PROVISION).stat().st_size > 0
 
     # The roofline ran last, on the namespace, without placement for the baseline.
     assert record["roofline_seq_write_mb_s"] > 0 and record["roofline_placement_id"] is None
@@ -186,6 +194,44 @@ def test_slimio_cell_writes_through_passthru_with_fdp_placement(vm_results, vm_w
     assert record["roofline_placement_id"] == 2 and record["roofline_seq_write_mb_s"] > 0
 
 
+def guest_state(raw) -> dict:
+    """What a cell's guest and device were, apart from any measurement: the box, kernel,
+    Identify Namespace (size, capacity, LBA formats), FDP configuration and handles."""
+    prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
+    id_ns = json.loads((raw / layout.RAW_NVME_ID_NS).read_text())
+    facts = prov["provision"]["facts"]
+    return {"box_id": facts["box_id"], "box_sha256": prov["vm"]["box"]["box_sha256"],
+            "kernel": prov["tools"]["kernel"], "accel": prov["vm"]["accel"],
+            "cpus": prov["vm"]["cpus"], "memory_mb": prov["vm"]["memory_mb"],
+            "qemu_device_args": [a.replace(raw.name, "CELL") for a in
+                                 prov["vm"]["qemu_device_args"]],
+            "nsze": id_ns["nsze"], "ncap": id_ns["ncap"], "flbas": id_ns["flbas"],
+            "lbafs": id_ns["lbafs"],
+            "fdp_configs": json.loads((raw / layout.RAW_FDP_CONFIGS).read_text()),
+            "placement_ids": facts["fdp_placement_ids"],
+            "lba_size": facts["logical_block_size_bytes"],
+            "namespace_bytes": prov["storage"]["namespace_bytes"]}
+
+
+def test_every_cell_starts_from_the_same_guest_and_a_fresh_device(vm_results, vm_work):
+    """Cells are identical and isolated: each of the three cells, whatever its system,
+    booted the same box and kernel with the same device geometry and FDP configuration, and
+    its namespace was never written before the cell (nothing mounted, no signature, the FDP
+    statistics' host bytes written start at zero)."""
+    results, _, proc = vm_results
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    states = {c: guest_state(results / "raw" / c) for c in VM_CELLS}
+    first = states[CELL]
+    for cell, state in states.items():
+        assert state == first, (cell, {k: (v, first[k]) for k, v in state.items()
+                                       if v != first[k]})
+        raw = results / "raw" / cell
+        facts = json.loads((raw / layout.RAW_PROVENANCE).read_text())["provision"]["facts"]
+        assert facts["fstype"] == "" and facts["mounted_at"] == ""
+        before = json.loads((raw / layout.RAW_FDP_STATS_BEFORE).read_text())
+        assert int(before["hbmw"]) == 0, f"{cell}: its namespace was written before the cell"
+
+
 # The SlimIO suite's VM: provisioned like a slimio cell (raw namespace); the cell id only
 # names the VM.
 SUITE_VM = Cell("vm", "slimio", "redis-benchmark", "periodical", 99)
@@ -220,17 +266,19 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
         fh.truncate(profile.capacity_bytes)
     os.chmod(vm_dir / "nvme.img", 0o666)
     box = vm.ensure_box(box_file, vm_cfg.storage_pool, log)
-    spec = vm.spec(plan, vm_dir, box, box_file) | {"cell": SUITE_VM.id}
+    spec = vm.spec(plan, vm_dir, box, box_file, vm.boot_files(box_file, vm_dir),
+                   vm.management_network()) | {"cell": SUITE_VM.id}
     machine = vm.Vm(vm_dir, spec, log)
     try:
         machine.up()
-        machine.provision({"slimio_guest_system": "slimio",
-                           "slimio_guest_settings": dataclasses.asdict(vm_cfg),
-                           "slimio_guest_device_profile": profile.as_dict()},
-                          tmp_path / "provision.log")
         suite = f"{vm.GUEST_ROOT}/suite"
         machine.ssh(f"sudo rm -rf {suite} && sudo mkdir -p {suite} && sudo tar -xzf - -C {suite}",
                     stdin=vm._repo_tar(SUITE_FILES))
+        # Provisioned by hand as a slimio cell provisions itself: the raw namespace.
+        machine.ssh(f"sudo tee {suite}/plan.json >/dev/null",
+                    stdin=vm.guest_plan(plan).to_json().encode())
+        machine.ssh(f"cd / && sudo env PYTHONPATH={vm.GUEST_PYTHON_DIR}:{suite}/src python3 -m "
+                    f"slimio_repro.guest provision --plan-json {suite}/plan.json")
         bin_dir = (f"{vm.GUEST_BUILD_DIR}/"
                    f"{paths.REDIS_BUILD_PATTERN.format(system='slimio', version=cfg['redis']['version'])}"
                    "/bin")

@@ -35,6 +35,11 @@ def test_command_overrides_the_workload_files_sizes(tmp_path):
     assert cmd[cmd.index("-P") + 1] == f"{tmp_path}/{ycsb.WORKLOAD_FILE}"
     load = ycsb.command(tmp_path, "load", 6400, WORKLOAD, tmp_path / "x-")
     assert "-load" in load and "-t" not in load and not any(a.startswith("-Xmx") for a in load)
+    # The JVM's options come first, before the heap and the class path.
+    tuned = ycsb.command(tmp_path, "load", 6400, YcsbA(**dict(
+        WORKLOAD_SETTINGS, jvm_heap_mb=512, jvm_options=("-XX:TieredStopAtLevel=1",
+                                                         "-XX:+UseSerialGC"))), tmp_path / "x-")
+    assert tuned[:5] == ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-Xmx512m", "-cp"]
     with pytest.raises(ValueError, match="'warmup'"):
         ycsb.command(tmp_path, "warmup", 6400, WORKLOAD, tmp_path / "x-")
 

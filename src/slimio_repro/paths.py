@@ -47,7 +47,6 @@ FIO_PIN = BOX_DIR / "fio.yaml"
 # build.json) and baked into the box under the same relative path.
 YCSB_BINDINGS_DIR = REPO_ROOT / "ycsb-bindings"
 YCSB_POM = YCSB_BINDINGS_DIR / "pom.xml"
-PROVISION_GUEST_PLAYBOOK = REPO_ROOT / "playbooks" / "provision-guest.yml"
 ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
 # Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
 ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"

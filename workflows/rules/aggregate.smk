@@ -11,7 +11,7 @@ TABLE_OUTPUTS = (
         for name in ("table3_ratios", "table4_ratios", "table5_ratios")
         for ext in ("csv", "md")
     ]
-    + [results(f"tables/roofline.{ext}") for ext in ("csv", "md")]
+    + [results(f"tables/{name}.{ext}") for name in ("roofline", "timing") for ext in ("csv", "md")]
     + [results("tables/cells.csv")]
 )
 

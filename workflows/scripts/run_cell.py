@@ -1,12 +1,20 @@
-"""Rule run_cell: thin wrapper over slimio_repro.run.run_cell, given the cell's plan."""
+"""Rule run_cell: thin wrapper over slimio_repro.run.run_cell, given the cell's plan.
+
+Says on the terminal and in <results>/logs/progress.log which cell runs, how many are done
+and the time left (slimio_repro.run.progress)."""
 from pathlib import Path
 
+from slimio_repro import plan as planmod
 from slimio_repro import run
+from slimio_repro.run import progress
 from slimio_repro.smk import logged
 
 plan = snakemake.params.plan
-with logged(snakemake.log[0]):
-    if plan.sha256() != snakemake.params.plan_sha256:
-        raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
-    box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None
-    print(run.run_cell(plan, Path(snakemake.output.raw), box))
+raw = Path(snakemake.output.raw)
+matrix = planmod.make(snakemake.config, check_sources=False).matrix
+with progress.Reporter(matrix, raw.parent, plan.id, raw.parent.parent / "logs" / "progress.log"):
+    with logged(snakemake.log[0]):
+        if plan.sha256() != snakemake.params.plan_sha256:
+            raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
+        box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None
+        print(run.run_cell(plan, raw, box))

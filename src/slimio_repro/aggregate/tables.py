@@ -16,6 +16,7 @@ import yaml
 
 from .. import paths
 from ..guest import POLICY_LABEL
+from ..guest import phases as cellphases
 
 GROUP = ["testbed", "system", "workload", "policy"]
 # Also the order of the rows: the baseline first, then the systems compared with it.
@@ -477,6 +478,68 @@ def write_roofline(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     return summary
 
 
+TIMING_GROUP = ["testbed", "system", "workload"]
+
+
+def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
+    """results/tables/timing.{csv,md}: where the cells' time went, per system and workload.
+
+    One row per (testbed, system, workload) over its policies and repetitions: n, and each
+    phase's mean, std, min and max in seconds (the phases the cells recorded, in the order
+    they run), then the cell's total. Cells made before phases were recorded count in n_total
+    only where they have a total.
+    """
+    phase_cols = [f"phase_{k}_s" for k in cellphases.ORDER]
+    present = [c for c in phase_cols if c in cells and _numeric(cells, c).notna().any()]
+    metrics = present + ["cell_total_s"]
+    rows = []
+    for key, g in cells.groupby(TIMING_GROUP, sort=False):
+        row = dict(zip(TIMING_GROUP, key))
+        row["n"] = len(g)
+        for m in metrics:
+            v = _numeric(g, m).dropna() if m in g else pd.Series(dtype=float)
+            row.update({f"{m}_n": len(v), f"{m}_mean": v.mean() if len(v) else None,
+                        f"{m}_std": v.std(ddof=1) if len(v) > 1 else None,
+                        f"{m}_min": v.min() if len(v) else None,
+                        f"{m}_max": v.max() if len(v) else None})
+        rows.append(row)
+    columns = TIMING_GROUP + ["n"] + [f"{m}_{k}" for m in metrics
+                                      for k in ("n", "mean", "std", "min", "max")]
+    summary = pd.DataFrame(rows, columns=columns)
+    if len(summary):
+        summary = summary.assign(_s=summary.system.map(_system_order)).sort_values(
+            ["testbed", "workload", "_s"]).drop(columns="_s")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    summary.to_csv(out_dir / "timing.csv", index=False)
+    headers = ["Testbed", "System", "Workload", "n"] + \
+        [m[len("phase_"):-len("_s")] for m in present] + ["total (min-max)"]
+    lines = ["# Where the time goes: seconds per cell, by phase", "",
+             "| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    for _, r in summary.iterrows():
+        cells_ = [r.testbed, SYSTEM_LABEL.get(r.system, r.system), r.workload, str(r.n)]
+        cells_ += ["n/a" if pd.isna(r[f"{m}_mean"]) else f"{r[f'{m}_mean']:.1f}"
+                   for m in present]
+        t = "cell_total_s"
+        cells_.append("n/a" if pd.isna(r[f"{t}_mean"]) else
+                      f"{r[f'{t}_mean']:.1f} ({r[f'{t}_min']:.1f}-{r[f'{t}_max']:.1f})")
+        lines.append("| " + " | ".join(cells_) + " |")
+    total = _numeric(cells, "cell_total_s").dropna()
+    lines += ["", "Mean seconds per cell over its policies and repetitions (std, min and max "
+              "per phase are in timing.csv). Phases: boot (vagrant up of the cell's VM), "
+              "provision (the namespace prepared for the system), copy_in (the guest code "
+              "and plan), device_prepare (the cell's storage; SlimIO's format), server_start, "
+              "load (YCSB's load phase), workload, snapshots (the wait for WAL-Snapshots "
+              "still running and the On-Demand-Snapshot), shutdown (INFO, dataset "
+              "fingerprint, shutdown), recovery, trace_fdp (NVMe command trace and FDP "
+              "statistics), roofline (fio on the namespace), guest_overhead (the rest of "
+              "the guest run: its Python's start), copy_back, teardown (VM destroyed, "
+              "storage removed).",
+              f"All {len(total)} cells with a total: {total.sum() / 60:.1f} min of cell time."
+              if len(total) else "No cell recorded its time."]
+    (out_dir / "timing.md").write_text("\n".join(lines) + "\n")
+    return summary
+
+
 def write_all(record_files: list[Path], out_dir: Path) -> None:
     cells = load_records(record_files)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -539,3 +602,4 @@ def write_all(record_files: list[Path], out_dir: Path) -> None:
                   "Paper's ratio: the same ratio from the paper's Table 4 (FEMU FDP SSD, 9 M "
                   "records, 115 M operations, one run), for comparison only."], out_dir)
     write_roofline(cells, out_dir)
+    write_timing(cells, out_dir)

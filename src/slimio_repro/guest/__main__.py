@@ -1,4 +1,5 @@
-"""``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM).
+"""``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM), and
+``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand).
 
 The plan was made and validated on the host (the guest has no jsonschema); its build paths
 are the box's (testbed.vm puts them there).
@@ -7,11 +8,13 @@ are the box's (testbed.vm puts them there).
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from .cell import CellError, run
-from .cellplan import CellPlan
+from .cellplan import SYSTEMS, CellPlan
+from .provision import provision
 from .vmstorage import GuestError
 
 
@@ -21,10 +24,22 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("run-cell", help="run one cell from its plan")
     p.add_argument("--plan-json", required=True, help="the cell's plan (CellPlan as JSON)")
     p.add_argument("--out", required=True, help="the cell's raw directory (must not exist)")
+    p.add_argument("--expect-box-id", help="vm cell: the box the host booted (its inputs "
+                   "hash); the cell refuses a guest that is another box")
+    p.add_argument("--expect-kernel", help="vm cell: the kernel the box was built with")
+    q = sub.add_parser("provision", help="check a testbed VM and prepare its namespace for a "
+                       "system, as a vm cell does first (for a VM made by hand)")
+    q.add_argument("--plan-json", required=True, help="a cell's plan (its testbeds.vm and "
+                   "device profile are used)")
+    q.add_argument("--system", choices=SYSTEMS,
+                   help="the system to prepare for (default: the plan's)")
     args = ap.parse_args(argv)
     plan = CellPlan.from_json(Path(args.plan_json).read_text())
     try:
-        print(run(plan, Path(args.out)))
+        if args.command == "provision":
+            print(json.dumps(provision(plan.vm, args.system or plan.cell.system), indent=2))
+        else:
+            print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
     except (CellError, GuestError) as exc:
         print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
         return 2

@@ -21,7 +21,9 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import benchmark, fsimage, layout, provenance, redislog, slimio, vmstorage, ycsb
+from . import (benchmark, fsimage, layout, provenance, provision, redislog, slimio, vmstorage,
+               ycsb)
+from .phases import Phases
 from .cellplan import Cell, CellPlan
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
@@ -60,8 +62,13 @@ def _dir_bytes(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.rglob("*") if p.is_file())
 
 
-def run(plan: CellPlan, out_dir: Path) -> Path:
-    """Run the cell ``plan`` describes; write its raw directory ``out_dir`` (never overwritten)."""
+def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
+        expect_kernel: str | None = None) -> Path:
+    """Run the cell ``plan`` describes; write its raw directory ``out_dir`` (never overwritten).
+
+    A vm cell first provisions its guest (:mod:`.provision`), which checks that the guest is
+    the box ``expect_box_id`` with kernel ``expect_kernel`` (what the host booted) and that its
+    device is the one the plan's profile describes."""
     cell, workload, server_plan = plan.cell, plan.workload, plan.server
     # Absolute paths: redis-server changes into its data directory before opening its log.
     out_dir, bin_dir = out_dir.resolve(), Path(plan.redis_bin_dir).resolve()
@@ -122,71 +129,94 @@ def run(plan: CellPlan, out_dir: Path) -> Path:
         return server
 
     sampler = monitor = None
+    phases = Phases()
+    phase = phases.phase
+    if cell.testbed == "vm":
+        with phase("provision"):
+            prov["provision"] = provision.provision(plan.vm, cell.system, partial,
+                                                    expect_box_id, expect_kernel)
+    t_storage = time.monotonic()
     with storage(plan, partial) as fs:
         try:
-            prov["storage"] = fs.describe()
-            data_dir = fs.data_parent / "data"
-            data_dir.mkdir()
-            device_file = fs.slimio_device
-            if is_slimio:
-                prov["storage"]["slimio"] = slimio.prepare(
-                    admin, device_file, plan.slimio, commands, partial)
-            port = free_port()
+            # The storage itself (a fresh image on bare) is made on entering the block.
+            phases.add("device_prepare", time.monotonic() - t_storage)
+            with phase("device_prepare"):
+                prov["storage"] = fs.describe()
+                data_dir = fs.data_parent / "data"
+                data_dir.mkdir()
+                device_file = fs.slimio_device
+                if is_slimio:
+                    prov["storage"]["slimio"] = slimio.prepare(
+                        admin, device_file, plan.slimio, commands, partial)
+                port = free_port()
             if cell.testbed == "vm":
-                monitor = vmstorage.DeviceMonitor(plan.vm, partial)
-                monitor.start()
+                with phase("trace_fdp"):
+                    monitor = vmstorage.DeviceMonitor(plan.vm, partial)
+                    monitor.start()
             device["write_bytes_at_start"] = fs.write_bytes()
-            server = start_server(layout.RAW_REDIS_CONF, layout.RAW_REDIS_LOG)
-            sampler = Sampler(port, server.pid, partial / layout.RAW_SAMPLER,
-                              server_plan.sampler_interval_s)
-            sampler.start()
+            with phase("server_start"):
+                server = start_server(layout.RAW_REDIS_CONF, layout.RAW_REDIS_LOG)
+                sampler = Sampler(port, server.pid, partial / layout.RAW_SAMPLER,
+                                  server_plan.sampler_interval_s)
+                sampler.start()
             if ycsb_dir is not None:
                 events.update(run_ycsb(ycsb_dir, port, workload, partial, commands,
-                                       fs, device))
+                                       fs, device, phase))
             else:
-                cmd = benchmark.command(bin_dir, port, workload)
-                commands.append({"what": "workload", "argv": cmd})
-                events["workload"] = benchmark.run(cmd, partial / layout.RAW_BENCHMARK,
-                                                   partial / layout.RAW_BENCHMARK_ERR,
-                                                   workload.timeout_s)
+                with phase("workload"):
+                    cmd = benchmark.command(bin_dir, port, workload)
+                    commands.append({"what": "workload", "argv": cmd})
+                    events["workload"] = benchmark.run(
+                        cmd, partial / layout.RAW_BENCHMARK,
+                        partial / layout.RAW_BENCHMARK_ERR, workload.timeout_s)
             device["write_bytes_after_workload"] = fs.write_bytes()
-            server.wait_idle(server_plan.snapshot_timeout_s)
-            events["snapshots_idle_unix_s"] = time.time()
-            if workload.on_demand_snapshot:
-                t0 = time.time()
-                server.bgsave(server_plan.snapshot_timeout_s)
-                events["on_demand_snapshot"] = {"start_unix_s": t0, "end_unix_s": time.time()}
-                # Its size: the RDB file, or the On-Demand slot SlimIO just promoted.
-                events["on_demand_snapshot"]["bytes"] = (
-                    int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
-                    if is_slimio else (data_dir / "dump.rdb").stat().st_size)
-            sampler.stop()
-            cli = server.client()
-            _write_json(partial / layout.RAW_INFO_END, cli.info("everything"))
-            if is_slimio:
-                (partial / layout.RAW_SLIMIO_INFO_END).write_text(server.info_raw("slimio"))
-            before = fingerprint(cli, keys)
-            server.shutdown()
-            device["write_bytes_at_shutdown"] = fs.write_bytes()
-            if is_slimio:
-                # What the recovery starts from: the slots and live WAL generations.
-                slimio.inspect(admin, device_file, plan.slimio.lba_size_bytes,
-                               partial / layout.RAW_SLIMIO_INSPECT_AFTER)
+            with phase("snapshots"):
+                server.wait_idle(server_plan.snapshot_timeout_s)
+                events["snapshots_idle_unix_s"] = time.time()
+                if workload.on_demand_snapshot:
+                    t0 = time.time()
+                    server.bgsave(server_plan.snapshot_timeout_s)
+                    events["on_demand_snapshot"] = {"start_unix_s": t0,
+                                                    "end_unix_s": time.time()}
+                    # Its size: the RDB file, or the On-Demand slot SlimIO just promoted.
+                    events["on_demand_snapshot"]["bytes"] = (
+                        int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
+                        if is_slimio else (data_dir / "dump.rdb").stat().st_size)
+            with phase("shutdown"):
+                sampler.stop()
+                cli = server.client()
+                _write_json(partial / layout.RAW_INFO_END, cli.info("everything"))
+                if is_slimio:
+                    (partial / layout.RAW_SLIMIO_INFO_END).write_text(
+                        server.info_raw("slimio"))
+                before = fingerprint(cli, keys)
+                server.shutdown()
+                device["write_bytes_at_shutdown"] = fs.write_bytes()
+                if is_slimio:
+                    # What the recovery starts from: the slots and live WAL generations.
+                    slimio.inspect(admin, device_file, plan.slimio.lba_size_bytes,
+                                   partial / layout.RAW_SLIMIO_INSPECT_AFTER)
             if plan.recovery.enabled:
-                _write_json(partial / layout.RAW_RECOVERY,
-                            recover(fs, data_dir, plan, before, keys, start_server, partial))
+                with phase("recovery"):
+                    _write_json(partial / layout.RAW_RECOVERY,
+                                recover(fs, data_dir, plan, before, keys, start_server,
+                                        partial))
             if monitor is not None:
-                monitor.stop()
+                with phase("trace_fdp"):
+                    monitor.stop()
             device["block_device"] = fs.block_device
             device["data_dir_bytes"] = _dir_bytes(data_dir)
             if is_slimio:
                 device["slimio_device_bytes"] = prov["storage"]["slimio"]["device_bytes"]
             if cell.testbed == "vm" and plan.vm.roofline.enabled:
-                # Last: it overwrites the namespace, whose trace and statistics are closed.
-                fs.release()
-                prov["roofline"] = vmstorage.roofline(
-                    plan.vm, partial, plan.slimio.placement_ids if is_slimio else None,
-                    commands)
+                with phase("roofline"):
+                    # Last: it overwrites the namespace, whose trace and statistics are
+                    # closed.
+                    fs.release()
+                    prov["roofline"] = vmstorage.roofline(
+                        plan.vm, partial, plan.slimio.placement_ids if is_slimio else None,
+                        commands)
+            t_teardown = time.monotonic()
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
             if sampler is not None:
@@ -196,11 +226,13 @@ def run(plan: CellPlan, out_dir: Path) -> Path:
             for s in servers:
                 s.kill()
             raise
+    phases.add("teardown", time.monotonic() - t_teardown)
     device["write_bytes_workload"] = (device["write_bytes_after_workload"]
                                       - device["write_bytes_at_start"])
     device["write_bytes_total"] = (device["write_bytes_at_shutdown"]
                                    - device["write_bytes_at_start"])
     prov["utc_end"] = provenance.utc_now()
+    prov["phases_s"] = phases.as_dict()
     prov["redis_log_version"] = redislog.version((partial / layout.RAW_REDIS_LOG).read_text())
     _write_json(partial / layout.RAW_COMMANDS, commands)
     _write_json(partial / layout.RAW_EVENTS, events)
@@ -214,21 +246,24 @@ def run(plan: CellPlan, out_dir: Path) -> Path:
 
 
 def run_ycsb(ycsb_dir: Path, port: int, workload, partial: Path, commands: list,
-             fs, device: dict) -> dict:
+             fs, device: dict, timed) -> dict:
     """YCSB-A's load phase (the records), then its run phase (the operations), each one JVM
-    against the cell's server. Returns their events; the run phase is the cell's workload."""
+    against the cell's server, each timed by ``timed`` (:meth:`Phases.phase`) as the cell's
+    load and workload. Returns their events; the run phase is the cell's workload."""
     events = {}
     for phase in ycsb.PHASES:
-        cmd = ycsb.command(ycsb_dir, phase, port, workload,
-                           partial / layout.RAW_YCSB_HDR_PREFIX.format(phase=phase))
-        commands.append({"what": f"ycsb {phase}", "argv": cmd})
-        stdout = partial / layout.RAW_YCSB_STDOUT.format(phase=phase)
-        events["load" if phase == "load" else "workload"] = ycsb.run(
-            cmd, stdout, partial / layout.RAW_YCSB_STATUS.format(phase=phase),
-            workload.timeout_s, phase)
-        ycsb.verify(ycsb.parse_summary(stdout.read_text(), str(stdout)), phase,
-                    workload.records if phase == "load" else workload.operations,
-                    str(stdout))
+        name = "load" if phase == "load" else "workload"
+        with timed(name):
+            cmd = ycsb.command(ycsb_dir, phase, port, workload,
+                               partial / layout.RAW_YCSB_HDR_PREFIX.format(phase=phase))
+            commands.append({"what": f"ycsb {phase}", "argv": cmd})
+            stdout = partial / layout.RAW_YCSB_STDOUT.format(phase=phase)
+            events[name] = ycsb.run(
+                cmd, stdout, partial / layout.RAW_YCSB_STATUS.format(phase=phase),
+                workload.timeout_s, phase)
+            ycsb.verify(ycsb.parse_summary(stdout.read_text(), str(stdout)), phase,
+                        workload.records if phase == "load" else workload.operations,
+                        str(stdout))
         if phase == "load":
             device["write_bytes_after_load"] = fs.write_bytes()
     return events

@@ -105,6 +105,8 @@ class YcsbA:
     jvm_heap_mb: int | None
     on_demand_snapshot: bool
     timeout_s: float = operational(3600)
+    # JVM options of the client (cells planned before the key existed ran without any).
+    jvm_options: tuple[str, ...] = ()
 
     @property
     def distinct_keys(self) -> int:
@@ -298,6 +300,15 @@ def _stale_view(obj):
     return obj
 
 
+def _fits(cls, value: dict) -> bool:
+    """``value`` has every field of dataclass ``cls`` that has no default, and no other key
+    (a plan written before a field with a default existed still loads)."""
+    fields = dataclasses.fields(cls)
+    required = {f.name for f in fields if f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING}
+    return required <= set(value) <= {f.name for f in fields}
+
+
 def _load(tp, value):
     """Rebuild a value of type ``tp`` (a dataclass, union, tuple or scalar) from JSON data."""
     origin = typing.get_origin(tp)
@@ -307,7 +318,7 @@ def _load(tp, value):
             return None
         for option in options:
             if dataclasses.is_dataclass(option) and isinstance(value, dict) and \
-                    set(value) == {f.name for f in dataclasses.fields(option)}:
+                    _fits(option, value):
                 return _load(option, value)
         for option in options:
             if option is not type(None) and not dataclasses.is_dataclass(option):

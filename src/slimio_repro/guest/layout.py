@@ -19,6 +19,9 @@ SLIMIO_ADMIN = "slimio-admin"
 GUEST_FIO = "/opt/slimio-repro/fio/bin/fio"
 # Baked into the box by testbed/box/build_box.sh: only the pipeline's guests have it.
 BOX_MARKER = Path("/opt/slimio-repro/python")
+# The hash of the box's inputs (testbed.box.inputs_sha256), written by build_box.sh: a cell
+# checks it against the box the host booted before it runs.
+BOX_ID_FILE = Path("/opt/slimio-repro/box-id")
 
 # Files inside one cell's raw directory.
 # The cell's own plan (guest.cellplan.CellPlan as JSON): every number it runs with.
@@ -66,5 +69,7 @@ RAW_FDP_STATS_AFTER = "fdp-stats-after.json"
 RAW_FDP_CONFIGS = "fdp-configs.json"
 RAW_FDP_STATUS = "fdp-status.json"
 RAW_NVME_ID_NS = "nvme-id-ns.json"
+# What provisioning found and changed in the guest (:mod:`.provision`).
+RAW_PROVISION = "provision.json"
 RAW_TRACE = "nvme-trace.txt.gz"
 RAW_TRACE_STATS = "nvme-trace-stats.json"

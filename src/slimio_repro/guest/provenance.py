@@ -80,8 +80,6 @@ def vm_tools() -> dict:
         "vagrant": first_line(["vagrant", "--version"]),
         "vagrant-libvirt": first_line(["dpkg-query", "-W", "-f", "${Version}",
                                         "vagrant-libvirt"]),
-        "ansible-playbook": first_line([str(Path(sys.executable).parent / "ansible-playbook"),
-                                         "--version"]),
     }
 
 

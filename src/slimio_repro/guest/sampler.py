@@ -13,6 +13,8 @@ from pathlib import Path
 
 import redis
 
+from .server import connect
+
 COLUMNS = [
     "t_unix_s", "total_commands_processed", "instantaneous_ops_per_sec", "used_memory_bytes",
     "used_memory_rss_bytes", "server_rss_bytes", "child_rss_bytes", "child_pid",
@@ -85,8 +87,7 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         try:
-            cli = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30,
-                              decode_responses=True)
+            cli = connect(self.port)
             with open(self.csv_path, "w", newline="") as fh:
                 writer = csv.DictWriter(fh, fieldnames=COLUMNS)
                 writer.writeheader()

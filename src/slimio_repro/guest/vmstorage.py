@@ -3,7 +3,7 @@
 A VM cell runs the same :func:`slimio_repro.cell.run` as the bare testbed, inside the guest
 (the host side, :mod:`slimio_repro.vm`, brings the VM up and copies this package in). What
 differs is the storage: instead of a loop-mounted image, the cell uses the namespace of the
-emulated NVMe SSD that ``playbooks/provision-guest.yml`` prepared for the cell's system:
+emulated NVMe SSD that the cell's first stage (:mod:`.provision`) prepared for its system:
 
 * baseline: F2FS on ``/dev/nvme0n1``, mounted at the provisioned mount point, I/O scheduler
   ``none`` (as in the paper);
@@ -45,14 +45,12 @@ TRACE_BUFFER_KIB = 65536
 # The file-system I/O of the root disk (virtio) is not traced: the event is nvme-only.
 
 
-
-
-
 class GuestError(RuntimeError):
     pass
 
 
-def _run(cmd: list[str]) -> str:
+def run_tool(cmd: list[str]) -> str:
+    """Run a guest tool; its stdout, or a GuestError naming the command and its error."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     except FileNotFoundError as exc:
@@ -74,7 +72,7 @@ def _findmnt(target: Path) -> dict | None:
 
 def fdp_stats(settings: Vm) -> str:
     """``nvme fdp stats -o json`` of the endurance group (the FDP statistics log page)."""
-    return _run(["nvme", "fdp", "stats", settings.controller, "-e",
+    return run_tool(["nvme", "fdp", "stats", settings.controller, "-e",
                  str(settings.endurance_group), "-o", "json"])
 
 
@@ -104,8 +102,8 @@ class GuestStorage:
                     or found["fstype"] != self.fstype:
                 raise GuestError(
                     f"{self.mountpoint} is not {self.namespace} mounted as {self.fstype} "
-                    f"(found {found}); provision the guest with playbooks/provision-guest.yml "
-                    "for system baseline first")
+                    f"(found {found}); provision the guest for system baseline first "
+                    "(python3 -m slimio_repro.guest provision)")
             self.mount_options = found["options"]
             self.data_parent = self.mountpoint
         else:
@@ -133,7 +131,7 @@ class GuestStorage:
     def release(self) -> None:
         """Unmount the file system, if any: the cell is done with the namespace."""
         if self.mountpoint is not None and _findmnt(self.mountpoint) is not None:
-            _run(["umount", str(self.mountpoint)])
+            run_tool(["umount", str(self.mountpoint)])
 
     def remount(self) -> None:
         """Unmount and mount again, so that the next reads come from the device."""
@@ -141,8 +139,8 @@ class GuestStorage:
             # SlimIO reads with O_DIRECT; only the page cache of the root disk could matter.
             Path("/proc/sys/vm/drop_caches").write_text("3\n")
             return
-        _run(["umount", str(self.mountpoint)])
-        _run(["mount", "-t", self.fstype, "-o", self.mount_options, self.namespace,
+        run_tool(["umount", str(self.mountpoint)])
+        run_tool(["mount", "-t", self.fstype, "-o", self.mount_options, self.namespace,
               str(self.mountpoint)])
 
     def describe(self) -> dict:
@@ -157,7 +155,7 @@ class GuestStorage:
         out["filesystem"] = self.fstype if self.mountpoint is not None else "raw"
         if self.mountpoint is not None:
             out["mount_options"] = self.mount_options
-            out["findmnt"] = json.loads(_run(["findmnt", "--json", str(self.mountpoint)]))
+            out["findmnt"] = json.loads(run_tool(["findmnt", "--json", str(self.mountpoint)]))
         return out
 
 
@@ -182,19 +180,9 @@ class DeviceMonitor:
     def fdp_stats(self) -> str:
         return fdp_stats(self.settings)
 
-    def identify(self) -> None:
-        """Record the namespace and, with FDP, its configuration and handle status."""
-        (self.raw_dir / layout.RAW_NVME_ID_NS).write_text(
-            _run(["nvme", "id-ns", self.namespace, "-o", "json"]))
-        if self.fdp:
-            (self.raw_dir / layout.RAW_FDP_CONFIGS).write_text(
-                _run(["nvme", "fdp", "configs", self.controller, "-e",
-                      str(self.endurance_group), "-o", "json"]))
-            (self.raw_dir / layout.RAW_FDP_STATUS).write_text(
-                _run(["nvme", "fdp", "status", self.namespace, "-o", "json"]))
-
     def start(self) -> None:
-        self.identify()
+        """FDP statistics before, and the trace on. (Provisioning identified the device:
+        :mod:`.provision` keeps nvme-cli's Identify Namespace, configurations and status.)"""
         if self.fdp:
             (self.raw_dir / layout.RAW_FDP_STATS_BEFORE).write_text(self.fdp_stats())
         self._trace_on()
@@ -213,7 +201,7 @@ class DeviceMonitor:
     # tracefs -----------------------------------------------------------------------------
     def _trace_on(self) -> None:
         if not (TRACEFS / "events").is_dir():
-            _run(["mount", "-t", "tracefs", "nodev", str(TRACEFS)])
+            run_tool(["mount", "-t", "tracefs", "nodev", str(TRACEFS)])
         event = TRACEFS / "events" / TRACE_EVENT
         if not event.is_dir():
             raise GuestError(f"the guest kernel has no tracefs event {TRACE_EVENT}")

@@ -42,7 +42,7 @@ def command(ycsb_dir: Path, phase: str, port: int, workload, hdr_prefix: Path,
     """
     if phase not in PHASES:
         raise ValueError(f"YCSB phase {phase!r}: expected one of {', '.join(PHASES)}")
-    cmd = [java]
+    cmd = [java, *workload.jvm_options]
     if workload.jvm_heap_mb:
         cmd.append(f"-Xmx{workload.jvm_heap_mb}m")
     cmd += ["-cp", f"{ycsb_dir / 'lib'}/*", "site.ycsb.Client",

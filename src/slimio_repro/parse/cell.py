@@ -14,6 +14,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..guest import CellPlan, benchmark, fdp, is_slimio, layout, redislog, ycsb
+from ..guest import phases as cellphases
 from . import nvmetrace
 
 GB = 1e9
@@ -229,6 +230,20 @@ def ycsb_records(raw: Path, settings: dict,
     }, ycsb.intervals(status), ycsb.test_started(status_text)
 
 
+def phase_times(prov: dict) -> dict:
+    """Where the cell's time went (provenance ``phases_s``): ``phase_<name>_s`` for every
+    phase in :data:`cellphases.ORDER` (None where the cell had no such phase) and
+    ``cell_total_s`` (the vm testbed's wall time from boot to teardown; the sum of the
+    phases on bare). Cells made before phases were recorded have None throughout."""
+    got = prov.get("phases_s")
+    out = {f"phase_{k}_s": (got or {}).get(k) for k in cellphases.ORDER}
+    total = prov.get("cell_total_s")
+    if total is None and got:
+        total = round(sum(got.values()), 3)
+    out["cell_total_s"] = total
+    return out
+
+
 def settings(raw: Path, workload: str) -> tuple[dict, dict]:
     """The cell's workload settings and derived numbers: from its plan (``plan.json``), or,
     for cells made before the plan existed, from ``effective-config.json``."""
@@ -321,6 +336,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
             "recovery_device_read_bytes": rec["device_read_bytes"],
             "recovery_verified": rec["verified"], "recovery_dbsize": rec["dbsize_after"],
         })
+    record.update(phase_times(prov))
     record["snapshots"] = [{"kind": s["kind"], "start_s": round(s["start_unix_s"] - w0, 3),
                             "end_s": round(s["end_unix_s"] - w0, 3), "ok": s["ok"]}
                            for s in snaps]

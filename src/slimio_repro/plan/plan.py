@@ -61,7 +61,7 @@ def _workload(name: str, w: dict) -> RedisBenchmark | YcsbA:
                      key_size_bytes=w["key_size_bytes"],
                      value_size_bytes=w["value_size_bytes"], jvm_heap_mb=w["jvm_heap_mb"],
                      on_demand_snapshot=w["on_demand_snapshot"],
-                     timeout_s=float(w["timeout_s"]))
+                     timeout_s=float(w["timeout_s"]), jvm_options=tuple(w["jvm_options"]))
     return RedisBenchmark(clients=w["clients"], requests=w["requests"], keyspace=w["keyspace"],
                           key_size_bytes=w["key_size_bytes"],
                           value_size_bytes=w["value_size_bytes"], pipeline=w["pipeline"],

@@ -8,7 +8,9 @@ name is written in the repository. Next to the box it writes:
 * ``<box>.json``: inputs hash (the box's Vagrant name derives from it), the box's sha256,
   kernel, archive, the Redis builds, the fio and the YCSB binding baked in, build time;
 * ``<box>.packages.tsv``: every Debian package and version in the guest;
-* ``<box>.key``: the box's own SSH private key.
+* ``<box>.key``: the box's own SSH private key;
+* ``<box>.vmlinuz``, ``<box>.initrd``, ``<box>.cmdline``: its kernel, initramfs and kernel
+  command line, which the testbed boots directly.
 """
 
 from __future__ import annotations
@@ -27,6 +29,10 @@ from ..guest import layout, provenance
 
 class BoxError(RuntimeError):
     pass
+
+
+# The box's kernel and initramfs, written next to it by build_box.sh: record key -> suffix.
+BOOT_FILES = {"kernel": ".vmlinuz", "initrd": ".initrd"}
 
 
 def archive(release: str = "bookworm") -> dict:
@@ -75,6 +81,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
                        f"(rule build_fio)")
     fio_record = json.loads((fio_build / "build.json").read_text())
     arch = archive()
+    box_id = inputs_sha256(builds, fio_build, ycsb_build)
     pylib = out.parent / "guest-python"
     subprocess.run(["rm", "-rf", str(pylib)], check=True)
     t0 = time.monotonic()
@@ -85,7 +92,7 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
         fh.flush()
         if subprocess.run(pip, stdout=fh, stderr=subprocess.STDOUT).returncode != 0:
             raise BoxError(f"pip could not install {paths.BOX_GUEST_REQUIREMENTS}; see {log}")
-        cmd = ["bash", str(paths.BOX_SCRIPT), str(out), arch["uri"],
+        cmd = ["bash", str(paths.BOX_SCRIPT), str(out), box_id, arch["uri"],
                arch["signed_by"] or "/usr/share/keyrings/debian-archive-keyring.gpg",
                str(paths.BOX_PACKAGES), str(pylib), str(disk_size_mb), str(fio_build),
                layout.GUEST_FIO, *map(str, builds), str(ycsb_build)]
@@ -96,12 +103,17 @@ def build(out: Path, builds: list[Path], fio_build: Path, ycsb_build: Path, disk
         tail = "\n".join(log.read_text().splitlines()[-20:])
         raise BoxError(f"build_box.sh failed ({proc.returncode}); the end of {log}:\n{tail}")
     kernel = out.with_name(out.name + ".kernel").read_text().strip().split("=", 1)[1]
+    boot = {name: out.with_name(out.name + suffix) for name, suffix in BOOT_FILES.items()}
     record = {
         "box": out.name,
-        "inputs_sha256": inputs_sha256(builds, fio_build, ycsb_build),
+        "inputs_sha256": box_id,
         "box_sha256": sources.sha256_of(out),
         "box_bytes": out.stat().st_size,
         "guest_kernel": kernel,
+        # Booted directly by the testbed (testbed.vm): the box's own kernel and initramfs.
+        "kernel_cmdline": out.with_name(out.name + ".cmdline").read_text().strip(),
+        **{f"{name}_file": f.name for name, f in boot.items()},
+        **{f"{name}_sha256": sources.sha256_of(f) for name, f in boot.items()},
         "debian_release": "bookworm",
         "archive_source": arch["source"],
         "redis_builds": [str(b.relative_to(b.parents[1])) for b in builds],

@@ -6,12 +6,25 @@ For a cell, :func:`run_cell`
    image, ``vm.json`` (what ``testbed/Vagrantfile`` reads) and the Vagrantfile;
 2. ``vagrant up`` with the libvirt provider (KVM where it works, TCG otherwise), with the
    box built by the ``build_guest_box`` rule;
-3. runs ``playbooks/provision-guest.yml`` on the guest for the cell's system;
-4. copies this package into the guest and runs :func:`slimio_repro.cell.run` there, on
-   the guest's namespace, with the Redis builds baked into the box;
-5. copies the guest's raw directory back, adds the VM's own records (``vm/``: spec, logs,
-   console, timings) and host provenance, and renames it into place;
-6. always destroys the VM and deletes its directory, also when a step failed.
+3. copies the guest sub-package into the guest and runs :func:`slimio_repro.guest.run_cell`
+   there in one SSH command: it provisions the guest first (:mod:`slimio_repro.guest.
+   provision`: checks that the guest is the box that was booted and that the device is the
+   profile's, then prepares the namespace for the cell's system), then runs the cell on the
+   namespace with the Redis builds baked into the box;
+4. copies the guest's raw directory back, adds the VM's own records (``vm/``: spec, logs,
+   console) and host provenance, and renames it into place;
+5. always destroys the VM and deletes its directory, also when a step failed.
+
+Each phase is timed (:mod:`slimio_repro.guest.phases`): the cell's provenance has
+``phases_s`` (the host's and the guest's phases, in order) and ``cell_total_s``.
+
+Why a fresh boot per cell, not a saved guest restored: QEMU's NVMe controller cannot be
+migrated (its VMState is ``unmigratable`` in QEMU 10.0, and upstream still), so neither
+libvirt's save/restore nor a QEMU snapshot of a guest with the FDP device works, and its
+namespaces cannot be hot-plugged (``Bus ... does not support hotplugging``) onto a
+controller added after a restore. Measured here: a guest with only the subsystem migrated;
+adding the namespace failed. So each cell boots the box, made quick to boot instead
+(testbed/box/build_box.sh).
 
 Everything that varies is in the config (``testbeds.vm``) and a device profile in
 ``femu/``; :func:`device_qemu_args` turns the profile into QEMU's NVMe device options.
@@ -20,20 +33,24 @@ Everything that varies is in the config (``testbeds.vm``) and a device profile i
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import io
+import ipaddress
 import json
 import os
+import py_compile
 import re
-import shlex
 import shutil
 import subprocess
-import sys
 import tarfile
+import tempfile
 import time
 from pathlib import Path
+from xml.etree import ElementTree
 
 from .. import paths
 from ..guest import CellPlan, DeviceProfile, layout, provenance
+from ..guest import phases as cellphases
 from . import accel as accelmod
 
 GUEST_ROOT = "/opt/slimio-repro"
@@ -79,6 +96,29 @@ def device_qemu_args(profile: DeviceProfile, image: Path) -> list[str]:
                        "bus=pci.0,addr=0x10",
             "-drive", f"file={image},if=none,id=slimio-nvm,format=raw,cache=none,aio=threads",
             "-device", ns]
+
+
+# The network --------------------------------------------------------------------------------
+# The VMs' NAT network, defined by the setup playbook (role host_libvirt,
+# host_libvirt_vm_network_name): persistent, so its DHCP server outlives each cell's VM, and
+# with dnsmasq's no-ping, which would hold every new VM's DHCP offer for 3 s. Its address is
+# read from libvirt.
+VM_NETWORK = "slimio-repro"
+
+
+def management_network(name: str = VM_NETWORK) -> dict:
+    """The network's name and address (CIDR) for Vagrant, or an error saying how to make it."""
+    proc = subprocess.run(["virsh", "-c", "qemu:///system", "net-dumpxml", name],
+                          capture_output=True, text=True)
+    active = subprocess.run(["virsh", "-c", "qemu:///system", "net-info", name],
+                            capture_output=True, text=True)
+    if proc.returncode != 0 or not re.search(r"Active:\s+yes", active.stdout):
+        raise VmError(f"libvirt network {name} is missing or not active "
+                      f"({(proc.stderr or active.stderr).strip() or 'inactive'}): run "
+                      "`make setup-host` (role host_libvirt defines and starts it)")
+    ip = ElementTree.fromstring(proc.stdout).find("ip")
+    net = ipaddress.IPv4Network(f"{ip.get('address')}/{ip.get('netmask')}", strict=False)
+    return {"name": name, "address": str(net)}
 
 
 # Accelerator -------------------------------------------------------------------------------
@@ -141,13 +181,11 @@ class Vm:
         self.dir, self.spec, self.log = directory, spec, log
         self.ssh_config = directory / "ssh_config"
 
-    def up(self) -> float:
+    def up(self) -> None:
         (self.dir / "Vagrantfile").write_text(paths.VAGRANTFILE.read_text())
         (self.dir / "vm.json").write_text(json.dumps(self.spec, indent=2) + "\n")
-        t0 = time.monotonic()
         _vagrant(["up", "--provider", "libvirt", "--no-provision"], self.dir, self.log)
         self.ssh_config.write_text(_vagrant(["ssh-config"], self.dir))
-        return time.monotonic() - t0
 
     def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
             stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
@@ -165,50 +203,30 @@ class Vm:
             raise VmError(f"in the guest, `{command}` failed ({proc.returncode}): {err}")
         return proc
 
-    def inventory(self) -> Path:
-        """An Ansible inventory for this VM, from `vagrant ssh-config`."""
-        cfg = dict(line.strip().split(None, 1) for line in self.ssh_config.read_text()
-                   .splitlines() if line.strip() and not line.startswith("Host "))
-        inv = self.dir / "inventory.ini"
-        inv.write_text(
-            "[guest]\n"
-            f"default ansible_host={cfg['HostName']} ansible_port={cfg['Port']} "
-            f"ansible_user={cfg['User']} "
-            f"ansible_ssh_private_key_file={cfg['IdentityFile'].strip(chr(34))} "
-            "ansible_python_interpreter=/usr/bin/python3 "
-            "ansible_ssh_common_args='-o StrictHostKeyChecking=no "
-            "-o UserKnownHostsFile=/dev/null'\n")
-        return inv
-
-    def provision(self, extra_vars: dict, log: Path) -> float:
-        t0 = time.monotonic()
-        playbook = Path(sys.executable).parent / "ansible-playbook"
-        cmd = [str(playbook) if playbook.exists() else "ansible-playbook",
-               "-i", str(self.inventory()), str(paths.PROVISION_GUEST_PLAYBOOK),
-               "-e", json.dumps(extra_vars)]
-        env = dict(os.environ, ANSIBLE_HOST_KEY_CHECKING="False", ANSIBLE_NOCOLOR="1")
-        with open(log, "a") as fh:
-            fh.write(f"$ {shlex.join(cmd)}\n")
-            fh.flush()
-            proc = subprocess.run(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-        if proc.returncode != 0:
-            tail = "\n".join(log.read_text().splitlines()[-25:])
-            raise VmError(f"provision-guest.yml failed ({proc.returncode}):\n{tail}")
-        return time.monotonic() - t0
-
-    def destroy(self) -> float:
-        t0 = time.monotonic()
+    def destroy(self) -> None:
         if (self.dir / "Vagrantfile").exists():
             _vagrant(["destroy", "--force"], self.dir, self.log)
-        return time.monotonic() - t0
 
 
 def _repo_tar(files: list[str] = GUEST_REPO_FILES) -> bytes:
+    """The guest's copy of the code, with bytecode compiled here: a fresh guest would compile
+    every module again under TCG. The bytecode is tagged for this Python (cpython-3XY); the
+    guest's Python ignores it unless it is the same minor version (3.11 on both today)."""
     buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz") as tar:
+    with tarfile.open(fileobj=buf, mode="w:gz") as tar, \
+            tempfile.TemporaryDirectory() as tmp:
         for rel in files:
-            tar.add(paths.REPO_ROOT / rel, arcname=rel,
+            src = paths.REPO_ROOT / rel
+            tar.add(src, arcname=rel,
                     filter=lambda t: None if "__pycache__" in t.name else t)
+            for py in ([src] if src.suffix == ".py" else sorted(src.rglob("*.py"))):
+                pyc = Path(importlib.util.cache_from_source(str(py)))
+                out = Path(tmp) / pyc.name
+                py_compile.compile(str(py), cfile=str(out), doraise=True)
+                info = tar.gettarinfo(out, arcname=str(pyc.relative_to(paths.REPO_ROOT)))
+                info.mtime = py.stat().st_mtime  # not newer than the guest's clock
+                with open(out, "rb") as fh:
+                    tar.addfile(info, fh)
     return buf.getvalue()
 
 
@@ -222,7 +240,28 @@ def guest_plan(plan: CellPlan) -> CellPlan:
                   if plan.ycsb_dir else None))
 
 
-def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path) -> dict:
+def boot_files(box_file: Path, vm_dir: Path) -> dict:
+    """The box's kernel and initramfs, copied into the cell's VM directory (where libvirt's
+    QEMU can read them), and its kernel command line: the VM boots them directly."""
+    record = json.loads(box_file.with_suffix(".json").read_text())
+    out = {"kernel_cmdline": record["kernel_cmdline"]}
+    for name in ("kernel", "initrd"):
+        src = box_file.with_name(record[f"{name}_file"])
+        if not src.is_file():
+            raise VmError(f"{src} is missing: rebuild the box "
+                          "(`snakemake --cores all build_guest_box`)")
+        dest = vm_dir / f"boot-{name}"
+        shutil.copyfile(src, dest)
+        os.chmod(dest, 0o644)
+        out[name] = str(dest)
+    return out
+
+
+def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path, boot: dict,
+         network: dict) -> dict:
+    """What ``testbed/Vagrantfile`` reads (vm.json): the box, the VM's size and accelerator,
+    the NVMe device, the ``boot`` files (:func:`boot_files`) and the ``network``
+    (:func:`management_network`)."""
     vm, profile = plan.vm, plan.vm.device
     accel = accelerator(vm.accel)
     emulator = vm.emulator_path or shutil.which("qemu-system-x86_64") or \
@@ -238,6 +277,7 @@ def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path) -> dict:
             "cpus": vm.cpus, "memory_mb": vm.memory_mb, "accel": accel["accel"],
             "accel_reason": accel["reason"], "emulator_path": emulator,
             "console_log": str(vm_dir / "console.log"), "qemu_args": qemu_args,
+            **boot, "management_network": network,
             "device_profile": profile.as_dict(), "cell": plan.id}
 
 
@@ -276,47 +316,50 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     vm_dir.mkdir(parents=True)
     os.chmod(vm_dir, 0o755)
     log = records / "vagrant.log"
-    timings = {}
+    phases = cellphases.Phases()
     box = ensure_box(box_file, vm_cfg.storage_pool, log)
     image = vm_dir / "nvme.img"
     with open(image, "xb") as fh:
         fh.truncate(profile.capacity_bytes)
     os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
-    the_spec = spec(plan, vm_dir, box, box_file)
+    the_spec = spec(plan, vm_dir, box, box_file, boot_files(box_file, vm_dir),
+                    management_network())
     (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     vm = Vm(vm_dir, the_spec, log)
+    box_record = json.loads(box_file.with_suffix(".json").read_text())
     host_prov = {"host": provenance.host(), "git": provenance.git(),
-                 "tools": provenance.vm_tools(), "box": json.loads(
-                     box_file.with_suffix(".json").read_text()), "utc_start": provenance.utc_now()}
+                 "tools": provenance.vm_tools(), "box": box_record,
+                 "utc_start": provenance.utc_now()}
     t_cell = time.monotonic()
     try:
-        timings["vagrant_up_s"] = vm.up()
-        timings["provision_s"] = vm.provision(
-            {"slimio_guest_system": cell.system,
-             "slimio_guest_settings": dataclasses.asdict(vm_cfg),
-             "slimio_guest_device_profile": profile.as_dict()}, records / "provision.log")
+        with phases.phase("boot"):
+            vm.up()
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{cell.id}"
-        vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
-               f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
-               f"sudo tar -xzf - -C {GUEST_REPO_DIR}", stdin=_repo_tar())
-        vm.ssh(f"sudo tee {GUEST_ROOT}/{layout.RAW_PLAN} >/dev/null",
-               stdin=guest_plan(plan).to_json().encode())
+        with phases.phase("copy_in"):
+            vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
+                   f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
+                   f"sudo tar -xzf - -C {GUEST_REPO_DIR}", stdin=_repo_tar())
+            vm.ssh(f"sudo tee {GUEST_ROOT}/{layout.RAW_PLAN} >/dev/null",
+                   stdin=guest_plan(plan).to_json().encode())
         t0 = time.monotonic()
+        # The guest provisions itself first (guest.provision), after checking that it is the
+        # box that was booted: one SSH round trip for the whole cell.
         proc = vm.ssh(f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
                       f"python3 -m slimio_repro.guest run-cell --plan-json "
-                      f"{GUEST_ROOT}/{layout.RAW_PLAN} --out {guest_raw} 2>&1", check=False,
+                      f"{GUEST_ROOT}/{layout.RAW_PLAN} --out {guest_raw} "
+                      f"--expect-box-id {box_record['inputs_sha256']} "
+                      f"--expect-kernel {box_record['guest_kernel']} 2>&1", check=False,
                       timeout=plan.workload.timeout_s * 3)
         (records / "guest-run-cell.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
             raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")
-        timings["guest_cell_s"] = time.monotonic() - t0
-        t0 = time.monotonic()
-        with open(vm_dir / "raw.tar", "wb") as fh:
-            vm.ssh(f"sudo tar -C {guest_raw} -cf - .", stdout=fh)
-        with tarfile.open(vm_dir / "raw.tar") as tar:
-            tar.extractall(partial, filter="data")
-        timings["copy_back_s"] = time.monotonic() - t0
+        guest_cell_s = time.monotonic() - t0
+        with phases.phase("copy_back"):
+            with open(vm_dir / "raw.tar", "wb") as fh:
+                vm.ssh(f"sudo tar -C {guest_raw} -cf - .", stdout=fh)
+            with tarfile.open(vm_dir / "raw.tar") as tar:
+                tar.extractall(partial, filter="data")
     except BaseException:
         _keep_console(vm_dir, records)
         try:
@@ -325,17 +368,24 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
             shutil.rmtree(vm_dir, ignore_errors=True)
         raise
     _keep_console(vm_dir, records)
-    timings["destroy_s"] = vm.destroy()
-    shutil.rmtree(vm_dir, ignore_errors=True)
-    timings["cell_total_s"] = time.monotonic() - t_cell
-    timings = {k: round(v, 2) for k, v in timings.items()}
-    host_prov["utc_end"] = provenance.utc_now()
-    host_prov["timings_s"] = timings
-    (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
+    with phases.phase("teardown"):
+        vm.destroy()
+        shutil.rmtree(vm_dir, ignore_errors=True)
     prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
+    # The guest timed its own phases; what else the guest run took (its Python's start,
+    # reading the plan) is guest_overhead.
+    guest_phases = prov.get("phases_s", {})
+    phases.add("guest_overhead", max(0.0, guest_cell_s - sum(guest_phases.values())))
+    merged = {**guest_phases, **phases.as_dict()}
+    prov["phases_s"] = {k: merged[k] for k in cellphases.ORDER if k in merged}
+    prov["cell_total_s"] = round(time.monotonic() - t_cell, 3)
+    host_prov["utc_end"] = provenance.utc_now()
+    host_prov["phases_s"] = prov["phases_s"]
+    host_prov["cell_total_s"] = prov["cell_total_s"]
+    (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
     prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
     prov["vm"] = {"host": host_prov["host"], "tools": host_prov["tools"],
-                  "box": host_prov["box"], "timings_s": timings,
+                  "box": host_prov["box"],
                   "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
                   "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
                   "device_profile": profile.as_dict(),
