@@ -526,13 +526,13 @@ def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     total = _numeric(cells, "cell_total_s").dropna()
     lines += ["", "Mean seconds per cell over its policies and repetitions (std, min and max "
               "per phase are in timing.csv). Phases: boot (vagrant up of the cell's VM), "
-              "provision (the namespace prepared for the system), copy_in (the guest code "
-              "and plan), device_prepare (the cell's storage; SlimIO's format), server_start, "
+              "provision (the guest checked, the namespace prepared for the system), "
+              "device_prepare (the cell's storage; SlimIO's format), server_start, "
               "load (YCSB's load phase), workload, snapshots (the wait for WAL-Snapshots "
               "still running and the On-Demand-Snapshot), shutdown (INFO, dataset "
               "fingerprint, shutdown), recovery, trace_fdp (NVMe command trace and FDP "
               "statistics), roofline (fio on the namespace), guest_overhead (the rest of "
-              "the guest run: its Python's start), copy_back, teardown (VM destroyed, "
+              "the guest run: the code and plan copied in, its Python's start), copy_back, teardown (VM destroyed, "
               "storage removed).",
               f"All {len(total)} cells with a total: {total.sum() / 60:.1f} min of cell time."
               if len(total) else "No cell recorded its time."]

@@ -109,8 +109,9 @@ def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
     out = []
     profile = settings.device
     if expect_box_id is not None and facts.box_id != expect_box_id:
-        out.append(f"the guest is box {facts.box_id or '(none: no ' + str(layout.BOX_ID_FILE) + ')'}"
-                   f", but the host booted box {expect_box_id}: rebuild the box "
+        found = facts.box_id or f"(none: no {layout.BOX_ID_FILE})"
+        out.append(f"the guest is box {found}, but the host booted box {expect_box_id}: "
+                   "rebuild the box "
                    "(`snakemake --cores all build_guest_box`) or remove stale Vagrant boxes "
                    "(`vagrant box list`)")
     if expect_kernel is not None and facts.kernel != expect_kernel:

@@ -7,8 +7,9 @@ Before and after each cell, rule run_cell prints one line to the terminal and ap
     14 min left (from 4 cells' times)
     [cell 5/24] vm-slimio-redis-benchmark-always-r1: done in 47 s
 
-The ordinal is the cell's place among the matrix's cells as they complete. "Done" is a complete raw directory; the estimate is, for every cell still to run (this one
-included), the mean time of the done cells of the same testbed and workload (their
+The ordinal is the cell's place among the matrix's cells as they complete. "Done" is a
+complete raw directory; the estimate is, for every cell still to run (this one included),
+the mean time of the done cells of the same testbed and workload (their
 provenance's ``cell_total_s``), else of all done cells; with none done, it says so.
 """
 

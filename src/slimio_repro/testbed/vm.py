@@ -208,13 +208,20 @@ class Vm:
             _vagrant(["destroy", "--force"], self.dir, self.log)
 
 
-def _repo_tar(files: list[str] = GUEST_REPO_FILES) -> bytes:
+def _repo_tar(files: list[str] = GUEST_REPO_FILES,
+              extra: dict[str, bytes] | None = None) -> bytes:
     """The guest's copy of the code, with bytecode compiled here: a fresh guest would compile
     every module again under TCG. The bytecode is tagged for this Python (cpython-3XY); the
-    guest's Python ignores it unless it is the same minor version (3.11 on both today)."""
+    guest's Python ignores it unless it is the same minor version (3.11 on both today).
+    ``extra`` adds files by name (the cell's plan)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w:gz") as tar, \
             tempfile.TemporaryDirectory() as tmp:
+        for name, data in (extra or {}).items():
+            info = tarfile.TarInfo(name)
+            # A minute old: the guest's clock may be a little behind this one's.
+            info.size, info.mtime, info.mode = len(data), int(time.time()) - 60, 0o644
+            tar.addfile(info, io.BytesIO(data))
         for rel in files:
             src = paths.REPO_ROOT / rel
             tar.add(src, arcname=rel,
@@ -335,21 +342,20 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         with phases.phase("boot"):
             vm.up()
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{cell.id}"
-        with phases.phase("copy_in"):
-            vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
-                   f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
-                   f"sudo tar -xzf - -C {GUEST_REPO_DIR}", stdin=_repo_tar())
-            vm.ssh(f"sudo tee {GUEST_ROOT}/{layout.RAW_PLAN} >/dev/null",
-                   stdin=guest_plan(plan).to_json().encode())
         t0 = time.monotonic()
-        # The guest provisions itself first (guest.provision), after checking that it is the
-        # box that was booted: one SSH round trip for the whole cell.
-        proc = vm.ssh(f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
+        # One SSH command for the whole cell: the code and the plan go in, the guest
+        # provisions itself (guest.provision) after checking that it is the box that was
+        # booted, then runs the cell.
+        code = _repo_tar(extra={layout.RAW_PLAN: guest_plan(plan).to_json().encode()})
+        proc = vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
+                      f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
+                      f"sudo tar -xzf - -C {GUEST_REPO_DIR} && "
+                      f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
                       f"python3 -m slimio_repro.guest run-cell --plan-json "
-                      f"{GUEST_ROOT}/{layout.RAW_PLAN} --out {guest_raw} "
+                      f"{GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
                       f"--expect-box-id {box_record['inputs_sha256']} "
                       f"--expect-kernel {box_record['guest_kernel']} 2>&1", check=False,
-                      timeout=plan.workload.timeout_s * 3)
+                      stdin=code, timeout=plan.workload.timeout_s * 3)
         (records / "guest-run-cell.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
@@ -372,8 +378,8 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         vm.destroy()
         shutil.rmtree(vm_dir, ignore_errors=True)
     prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
-    # The guest timed its own phases; what else the guest run took (its Python's start,
-    # reading the plan) is guest_overhead.
+    # The guest timed its own phases; what else the guest run took (the code's copy, its
+    # Python's start, reading the plan) is guest_overhead.
     guest_phases = prov.get("phases_s", {})
     phases.add("guest_overhead", max(0.0, guest_cell_s - sum(guest_phases.values())))
     merged = {**guest_phases, **phases.as_dict()}
