@@ -23,7 +23,7 @@ def captured_facts(**changes) -> provision.Facts:
         logical_block_size_bytes=4096, ctratt=provision.CTRATT_FDPS | 0x10,
         fdp_configs=tuple(fdp.parse_configs((VM_CELL / layout.RAW_FDP_CONFIGS).read_text())),
         fdp_placement_ids=tuple(fdp.parse_status((VM_CELL / layout.RAW_FDP_STATUS).read_text())),
-        scheduler="[none] mq-deadline", fstype="", mounted_at="")
+        fdp_host_bytes_written=0, scheduler="[none] mq-deadline", fstype="", mounted_at="")
     return dataclasses.replace(facts, **changes)
 
 
@@ -62,6 +62,14 @@ def test_the_fdp_configuration_is_checked_against_the_profile(vm_settings):
     found = provision.problems(facts, vm_settings, "slimio", BOX_ID, KERNEL)
     assert len(found) == 1 and "'reclaim_unit_handles': 4" in found[0]
     assert "134217728" in found[0] and "67108864" in found[0]
+
+
+def test_a_cell_refuses_a_namespace_written_before(vm_settings):
+    """A cell starts on a never-written namespace; by hand, an F2FS made before is kept."""
+    facts = captured_facts(fdp_host_bytes_written=21028864, fstype="f2fs")
+    found = provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL, fresh=True)
+    assert len(found) == 1 and "21028864 host bytes" in found[0]
+    assert provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL) == []
 
 
 def test_an_existing_f2fs_is_kept_for_the_baseline(vm_settings):

@@ -49,7 +49,8 @@ REFUSED = {("smoke", 3), ("growing", 2), ("growing", 3)}
 def plan_for(workload: str, target: int):
     requests, keyspace, value = WORKLOADS[workload]
     return cell_plan(CELL, {
-        "matrix": {"testbeds": ["bare"], "systems": ["baseline"]},
+        "matrix": {"testbeds": ["bare"], "systems": ["baseline"],
+                   "workloads": ["redis-benchmark"]},
         "server": {"wal_snapshots_per_repetition": target, "auto_aof_rewrite_min_size_mb": None},
         "workloads": {"redis-benchmark": {"requests": requests, "keyspace": keyspace,
                                           "value_size_bytes": value}}})

@@ -134,7 +134,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     if cell.testbed == "vm":
         with phase("provision"):
             prov["provision"] = provision.provision(plan.vm, cell.system, partial,
-                                                    expect_box_id, expect_kernel)
+                                                    expect_box_id, expect_kernel, fresh=True)
     t_storage = time.monotonic()
     with storage(plan, partial) as fs:
         try:

@@ -10,6 +10,8 @@ cell (one SSH round trip, no per-step connection). It
    block device, its LBA size, the controller's FDP support (Identify Controller CTRATT bit
    19), and with FDP the configuration (reclaim groups, handles, reclaim unit size) and the
    namespace's handle status; nvme-cli's JSON of these goes into the cell's raw directory;
+   and a cell's namespace must never have been written (its FDP statistics' host bytes
+   written are 0: the host made its backing file for this VM);
 3. prepares the namespace for the cell's system: I/O scheduler ``none`` (as in the paper),
    then F2FS made and mounted for the baseline (only on a blank namespace, or one that
    already holds F2FS), or the raw namespace for SlimIO (refused if mounted or carrying any
@@ -33,7 +35,7 @@ from pathlib import Path
 
 from . import fdp, layout
 from .cellplan import Vm
-from .vmstorage import GuestError, run_tool
+from .vmstorage import GuestError, fdp_stats, run_tool
 
 # Identify Controller CTRATT bit 19: Flexible Data Placement supported.
 CTRATT_FDPS = 1 << 19
@@ -54,6 +56,9 @@ class Facts:
     ctratt: int | None
     fdp_configs: tuple[dict, ...]
     fdp_placement_ids: tuple[int, ...]
+    # The FDP statistics' host bytes written so far (None without FDP): 0 on a namespace
+    # nothing has written since it was created.
+    fdp_host_bytes_written: int | None
     scheduler: str | None
     fstype: str
     mounted_at: str
@@ -73,7 +78,7 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
     is_block = Path(ns).is_block_device()
     box_id = layout.BOX_ID_FILE.read_text().strip() if layout.BOX_ID_FILE.is_file() else None
     lba = _sysfs(ns, "logical_block_size")
-    ctratt = configs = status = None
+    ctratt = configs = status = written = None
     if is_block:
         ctratt = json.loads(run_tool(["nvme", "id-ctrl", settings.controller, "-o",
                                       "json"]))["ctratt"]
@@ -84,6 +89,7 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
             configs = run_tool(["nvme", "fdp", "configs", settings.controller, "-e",
                                 str(settings.endurance_group), "-o", "json"])
             status = run_tool(["nvme", "fdp", "status", ns, "-o", "json"])
+            written = fdp.parse_stats(fdp_stats(settings))["host_bytes_written"]
             if raw_dir is not None:
                 (raw_dir / layout.RAW_FDP_CONFIGS).write_text(configs)
                 (raw_dir / layout.RAW_FDP_STATUS).write_text(status)
@@ -98,14 +104,16 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
         logical_block_size_bytes=int(lba) if lba else None, ctratt=ctratt,
         fdp_configs=tuple(fdp.parse_configs(configs)) if configs else (),
         fdp_placement_ids=tuple(fdp.parse_status(status)) if status else (),
+        fdp_host_bytes_written=written,
         scheduler=_sysfs(ns, "scheduler"),
         fstype=blkid.stdout.strip() if blkid is not None else "",
         mounted_at=mounted.stdout.strip() if mounted is not None else "")
 
 
 def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
-             expect_kernel: str | None) -> list[str]:
-    """Everything wrong with the guest or its device for ``system``, each named (empty: go)."""
+             expect_kernel: str | None, fresh: bool = False) -> list[str]:
+    """Everything wrong with the guest or its device for ``system``, each named (empty: go).
+    ``fresh``: a cell's namespace must never have been written (FDP statistics)."""
     out = []
     profile = settings.device
     if expect_box_id is not None and facts.box_id != expect_box_id:
@@ -141,6 +149,10 @@ def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
             out.append(f"{facts.namespace} may use placement ids "
                        f"{list(facts.fdp_placement_ids)}, but the device profile has "
                        f"{profile.reclaim_unit_handles} handles (fdp.ruhs of the namespace)")
+    if fresh and facts.fdp_host_bytes_written:
+        out.append(f"{facts.namespace} has been written before the cell "
+                   f"({facts.fdp_host_bytes_written} host bytes in its FDP statistics): a "
+                   "cell starts on a never-written namespace, in a fresh VM")
     if system == "baseline":
         if facts.fstype not in ("", settings.filesystem):
             out.append(f"{facts.namespace} carries a {facts.fstype} signature; the baseline "
@@ -181,12 +193,14 @@ def prepare(facts: Facts, settings: Vm, system: str) -> list[str]:
 
 
 def provision(settings: Vm, system: str, raw_dir: Path | None = None,
-              expect_box_id: str | None = None, expect_kernel: str | None = None) -> dict:
-    """Check, then prepare (see the module docstring); the record goes to ``raw_dir``."""
+              expect_box_id: str | None = None, expect_kernel: str | None = None,
+              fresh: bool = False) -> dict:
+    """Check, then prepare (see the module docstring); the record goes to ``raw_dir``.
+    ``fresh`` (a cell): refuse a namespace that was written before."""
     if os.geteuid() != 0:
         raise GuestError("provisioning the guest's namespace needs root (run it with sudo)")
     facts = gather(settings, raw_dir)
-    found = problems(facts, settings, system, expect_box_id, expect_kernel)
+    found = problems(facts, settings, system, expect_box_id, expect_kernel, fresh)
     if found:
         raise GuestError("the guest is not ready for a " + system + " cell:\n- "
                          + "\n- ".join(found))
