@@ -382,8 +382,9 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     # Python's start, reading the plan) is guest_overhead.
     guest_phases = prov.get("phases_s", {})
     phases.add("guest_overhead", max(0.0, guest_cell_s - sum(guest_phases.values())))
-    merged = {**guest_phases, **phases.as_dict()}
-    prov["phases_s"] = {k: merged[k] for k in cellphases.ORDER if k in merged}
+    for name, seconds in guest_phases.items():  # the guest's teardown adds to the host's
+        phases.add(name, seconds)
+    prov["phases_s"] = phases.as_dict()
     prov["cell_total_s"] = round(time.monotonic() - t_cell, 3)
     host_prov["utc_end"] = provenance.utc_now()
     host_prov["phases_s"] = prov["phases_s"]
