@@ -133,11 +133,12 @@ def load_records(files: list[Path]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def summarize(cells: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
-    """One row per (testbed, system, workload, policy) with n, mean, std, min, max."""
+def summarize(cells: pd.DataFrame, metrics: list[str], group: list[str] = GROUP
+              ) -> pd.DataFrame:
+    """One row per ``group`` (testbed, system, workload, policy) with n, mean, std, min, max."""
     out = []
-    for key, g in cells.groupby(GROUP, sort=False):
-        row = dict(zip(GROUP, key))
+    for key, g in cells.groupby(group, sort=False):
+        row = dict(zip(group, key))
         row["n"] = len(g)
         for m in metrics:
             values = pd.to_numeric(g[m], errors="coerce").dropna() if m in g else pd.Series()
@@ -147,7 +148,7 @@ def summarize(cells: pd.DataFrame, metrics: list[str]) -> pd.DataFrame:
             row[f"{m}_min"] = values.min() if len(values) else None
             row[f"{m}_max"] = values.max() if len(values) else None
         out.append(row)
-    columns = GROUP + ["n"] + [f"{m}_{k}" for m in metrics
+    columns = group + ["n"] + [f"{m}_{k}" for m in metrics
                                for k in ("n", "mean", "std", "min", "max")]
     return pd.DataFrame(out, columns=columns)
 
@@ -491,21 +492,7 @@ def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
     """
     phase_cols = [f"phase_{k}_s" for k in cellphases.ORDER]
     present = [c for c in phase_cols if c in cells and _numeric(cells, c).notna().any()]
-    metrics = present + ["cell_total_s"]
-    rows = []
-    for key, g in cells.groupby(TIMING_GROUP, sort=False):
-        row = dict(zip(TIMING_GROUP, key))
-        row["n"] = len(g)
-        for m in metrics:
-            v = _numeric(g, m).dropna() if m in g else pd.Series(dtype=float)
-            row.update({f"{m}_n": len(v), f"{m}_mean": v.mean() if len(v) else None,
-                        f"{m}_std": v.std(ddof=1) if len(v) > 1 else None,
-                        f"{m}_min": v.min() if len(v) else None,
-                        f"{m}_max": v.max() if len(v) else None})
-        rows.append(row)
-    columns = TIMING_GROUP + ["n"] + [f"{m}_{k}" for m in metrics
-                                      for k in ("n", "mean", "std", "min", "max")]
-    summary = pd.DataFrame(rows, columns=columns)
+    summary = summarize(cells, present + ["cell_total_s"], TIMING_GROUP)
     if len(summary):
         summary = summary.assign(_s=summary.system.map(_system_order)).sort_values(
             ["testbed", "workload", "_s"]).drop(columns="_s")
@@ -532,8 +519,8 @@ def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
               "still running and the On-Demand-Snapshot), shutdown (INFO, dataset "
               "fingerprint, shutdown), recovery, trace_fdp (NVMe command trace and FDP "
               "statistics), roofline (fio on the namespace), guest_overhead (the rest of "
-              "the guest run: the code and plan copied in, its Python's start), copy_back, teardown (VM destroyed, "
-              "storage removed).",
+              "the guest run: the code and plan copied in, its Python's start), copy_back, "
+              "teardown (VM destroyed, storage removed).",
               f"All {len(total)} cells with a total: {total.sum() / 60:.1f} min of cell time."
               if len(total) else "No cell recorded its time."]
     (out_dir / "timing.md").write_text("\n".join(lines) + "\n")
