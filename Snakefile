@@ -17,12 +17,14 @@ include: "workflows/rules/build.smk"
 include: "workflows/rules/testbed.smk"
 include: "workflows/rules/run.smk"
 include: "workflows/rules/parse.smk"
+include: "workflows/rules/ftl.smk"
 include: "workflows/rules/aggregate.smk"
 
 
 rule reproduce:
-    """Everything: build, run every cell of the matrix, parse, tables and figures."""
+    """Everything: build, run every cell of the matrix, parse, the FTL model, tables and figures."""
     input:
         tables=TABLE_OUTPUTS,
         figures=FIGURE_OUTPUTS,
+        ftl=FTL_OUTPUTS,
     default_target: True

@@ -13,7 +13,8 @@ PACKAGE = paths.REPO_ROOT / "src" / "slimio_repro"
 RULES = paths.REPO_ROOT / "workflows" / "rules"
 # Stage sub-package -> the rule file that drives it (common.smk makes the plan).
 STAGES = {"plan": "common.smk", "build": "build.smk", "testbed": "testbed.smk",
-          "run": "run.smk", "parse": "parse.smk", "aggregate": "aggregate.smk",
+          "run": "run.smk", "parse": "parse.smk", "ftl": "ftl.smk",
+          "aggregate": "aggregate.smk",
           "guest": None}
 # What each stage may import of the others (the pipeline's order; guest is the leaf).
 ALLOWED = {
@@ -23,6 +24,7 @@ ALLOWED = {
     "testbed": {"guest", "build"},
     "run": {"guest", "testbed"},
     "parse": {"guest"},
+    "ftl": {"guest"},
     "aggregate": {"guest"},
 }
 

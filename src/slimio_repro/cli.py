@@ -80,6 +80,43 @@ def cmd_parse_cell(args) -> int:
     return 0
 
 
+def _size(text: str) -> int:
+    """A byte count with an optional binary suffix: 4096, 64M, 1G, 180G."""
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+    t = text.strip().lower().removesuffix("ib").removesuffix("b")
+    try:
+        if t and t[-1] in units:
+            return int(float(t[:-1]) * units[t[-1]])
+        return int(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size (e.g. 4096, 64M, 1G)") \
+            from None
+
+
+def cmd_ftl(args) -> int:
+    """Replay cells through the FTL model (and check their traces against the device)."""
+    from . import ftl
+    if args.check_device:
+        checks = [ftl.check_device(ftl.CellDevice.load(d)) for d in args.raw_dirs]
+        print(json.dumps(checks, indent=2))
+        return 0 if all(c.get("host_bytes_ok") is not False
+                        and c.get("ru_usage_ok") is not False for c in checks) else 1
+    geometry = None
+    if args.user_bytes or args.ru_bytes or args.handles or args.page_bytes:
+        first = ftl.CellDevice.load(args.raw_dirs[0])
+        geometry = ftl.Geometry(
+            user_bytes=args.user_bytes or first.capacity_bytes,
+            op=args.op if args.op is not None else ftl.FEMU_OP,
+            page_bytes=args.page_bytes or 4096, ru_bytes=args.ru_bytes or first.ru_bytes,
+            handles=args.handles or first.handles, placement=not args.ignore_placement)
+    out = ftl.replay_cells(args.raw_dirs, args.model, geometry, args.op,
+                           placement=not args.ignore_placement)
+    if args.json:
+        Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
+    print(ftl.render(out))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="slimio-repro", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -117,6 +154,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("raw_dir")
     p.add_argument("--timeseries", help="also write the time series CSV here")
     p.set_defaults(func=cmd_parse_cell)
+    p = sub.add_parser(
+        "ftl", help="replay cells' NVMe traces through an FTL model (WAF with garbage "
+        "collection); several cells replay in order on one un-reformatted device")
+    p.add_argument("raw_dirs", nargs="+", help="raw vm cell directories, e.g. "
+                   "results/raw/vm-slimio-redis-benchmark-periodical-r1")
+    p.add_argument("--model", default="femu-fdp", help="femu-fdp (the paper's FEMU FTL, "
+                   "default) or greedy (plain page-mapped FTL)")
+    p.add_argument("--user-bytes", type=_size, help="user capacity (default: the cell's "
+                   "namespace)")
+    p.add_argument("--op", type=float, help="over-provisioning, a fraction of the user "
+                   "capacity (default: FEMU's 1/3, physical = user / 0.75)")
+    p.add_argument("--page-bytes", type=_size, help="flash page (default 4K)")
+    p.add_argument("--ru-bytes", type=_size, help="reclaim unit (default: the cell's)")
+    p.add_argument("--handles", type=int, help="placement handles (default: the cell's)")
+    p.add_argument("--ignore-placement", action="store_true",
+                   help="send every write to handle 0 (placement ignored)")
+    p.add_argument("--json", help="also write the full result here")
+    p.add_argument("--check-device", action="store_true",
+                   help="instead: check each trace against the FDP statistics and reclaim "
+                   "unit status the device reported (exit 1 on a mismatch)")
+    p.set_defaults(func=cmd_ftl)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -64,6 +64,9 @@ CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
 CELL_TIMESERIES_PATTERN = f"cells/{CELL_ID_PATTERN}.timeseries.csv"
 BOX_PATTERN = "box/slimio-guest.box"
 CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
+# The FTL model's replay of a system's repetitions in order on one un-reformatted device.
+FTL_SEQUENCE_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}"
+FTL_SEQUENCE_PATTERN = f"ftl/{FTL_SEQUENCE_ID_PATTERN}.json"
 
 @dataclass(frozen=True)
 class Paths:

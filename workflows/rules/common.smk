@@ -70,3 +70,25 @@ def cell_inputs(wildcards):
 def slimio_build_inputs(wildcards):
     """redis-slimio's sources, Makefile and the version's hook series: a change rebuilds."""
     return [str(p) for p in buildmod.slimio_build_inputs(wildcards.version)]
+
+
+def ftl_sequences():
+    """Every (testbed, system, workload, policy) of the matrix whose cells trace the device."""
+    seen = {}
+    for c in CELLS:
+        if c.testbed == "vm":
+            key = dict(testbed=c.testbed, system=c.system, workload=c.workload, policy=c.policy)
+            seen[tuple(key.values())] = key
+    return list(seen.values())
+
+
+# The FTL stage's results (workflows/rules/ftl.smk): one per vm sequence of repetitions.
+FTL_OUTPUTS = [results(pathsmod.FTL_SEQUENCE_PATTERN).format(**k) for k in ftl_sequences()]
+
+
+def ftl_sequence_inputs(wildcards):
+    """The raw directories of the sequence's repetitions, in repetition order."""
+    cells = sorted((c for c in CELLS if (c.testbed, c.system, c.workload, c.policy)
+                    == (wildcards.testbed, wildcards.system, wildcards.workload,
+                        wildcards.policy)), key=lambda c: c.rep)
+    return [results(pathsmod.CELL_RAW_PATTERN).format(**c.wildcards()) for c in cells]

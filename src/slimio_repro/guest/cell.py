@@ -132,9 +132,27 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     phases = Phases()
     phase = phases.phase
     if cell.testbed == "vm":
-        with phase("provision"):
-            prov["provision"] = provision.provision(plan.vm, cell.system, partial,
-                                                    expect_box_id, expect_kernel, fresh=True)
+        # The device trace and the FDP statistics start after provisioning's checks and
+        # before its first write (mkfs), so they hold every write the namespace received.
+        monitor = vmstorage.DeviceMonitor(plan.vm, partial)
+
+        trace_on_s = []
+
+        def trace_on():
+            t0 = time.monotonic()
+            monitor.start()
+            trace_on_s.append(time.monotonic() - t0)
+        try:
+            with phase("provision"):
+                prov["provision"] = provision.provision(
+                    plan.vm, cell.system, partial, expect_box_id, expect_kernel, fresh=True,
+                    before_changes=trace_on)
+        except BaseException:
+            monitor.cancel()
+            raise
+        # Starting the trace is its own phase, not provisioning's.
+        phases.add("trace_fdp", sum(trace_on_s))
+        phases.add("provision", -sum(trace_on_s))
     t_storage = time.monotonic()
     with storage(plan, partial) as fs:
         try:
@@ -149,10 +167,6 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
                     prov["storage"]["slimio"] = slimio.prepare(
                         admin, device_file, plan.slimio, commands, partial)
                 port = free_port()
-            if cell.testbed == "vm":
-                with phase("trace_fdp"):
-                    monitor = vmstorage.DeviceMonitor(plan.vm, partial)
-                    monitor.start()
             device["write_bytes_at_start"] = fs.write_bytes()
             with phase("server_start"):
                 server = start_server(layout.RAW_REDIS_CONF, layout.RAW_REDIS_LOG)

@@ -68,6 +68,8 @@ RAW_FDP_STATS_BEFORE = "fdp-stats-before.json"
 RAW_FDP_STATS_AFTER = "fdp-stats-after.json"
 RAW_FDP_CONFIGS = "fdp-configs.json"
 RAW_FDP_STATUS = "fdp-status.json"
+# The reclaim unit handle status when the trace stops (the FTL model checks its RU usage).
+RAW_FDP_STATUS_AFTER = "fdp-status-after.json"
 RAW_NVME_ID_NS = "nvme-id-ns.json"
 # What provisioning found and changed in the guest (:mod:`.provision`).
 RAW_PROVISION = "provision.json"

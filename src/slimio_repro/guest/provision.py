@@ -194,9 +194,11 @@ def prepare(facts: Facts, settings: Vm, system: str) -> list[str]:
 
 def provision(settings: Vm, system: str, raw_dir: Path | None = None,
               expect_box_id: str | None = None, expect_kernel: str | None = None,
-              fresh: bool = False) -> dict:
+              fresh: bool = False, before_changes=None) -> dict:
     """Check, then prepare (see the module docstring); the record goes to ``raw_dir``.
-    ``fresh`` (a cell): refuse a namespace that was written before."""
+    ``fresh`` (a cell): refuse a namespace that was written before. ``before_changes`` is
+    called once the checks passed and before anything is written (a cell starts its device
+    trace there, so that the trace holds every write the namespace ever received)."""
     if os.geteuid() != 0:
         raise GuestError("provisioning the guest's namespace needs root (run it with sudo)")
     facts = gather(settings, raw_dir)
@@ -204,6 +206,8 @@ def provision(settings: Vm, system: str, raw_dir: Path | None = None,
     if found:
         raise GuestError("the guest is not ready for a " + system + " cell:\n- "
                          + "\n- ".join(found))
+    if before_changes is not None:
+        before_changes()
     record = {"system": system, "facts": asdict(facts), "changed": prepare(facts, settings,
                                                                            system)}
     if raw_dir is not None:

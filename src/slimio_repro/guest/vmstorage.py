@@ -39,6 +39,12 @@ from .cellplan import Placement, Vm
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
+# Discard bios with their sector ranges (the NVMe event prints a DSM's range count only):
+# F2FS's and mkfs's discards, replayed by the FTL model. Filtered in the kernel to discards.
+DISCARD_EVENT = "block/block_bio_queue"
+DISCARD_FILTER = 'rwbs ~ "*D*"'
+# SlimIO (passthru, no bio) writes its deallocations here (slimio-trace-marker).
+TRACE_MARKER = TRACEFS / "trace_marker"
 # Per-CPU ring buffer for the trace. trace_pipe is drained by `cat` while the cell runs; the
 # buffer only has to absorb bursts. Overruns are counted and recorded (per_cpu/*/stats).
 TRACE_BUFFER_KIB = 65536
@@ -191,6 +197,8 @@ class DeviceMonitor:
         self._trace_off()
         if self.fdp:
             (self.raw_dir / layout.RAW_FDP_STATS_AFTER).write_text(self.fdp_stats())
+            (self.raw_dir / layout.RAW_FDP_STATUS_AFTER).write_text(run_tool(
+                ["nvme", "fdp", "status", self.namespace, "-o", "json"]))
 
     def cancel(self) -> None:
         try:
@@ -209,6 +217,11 @@ class DeviceMonitor:
         (TRACEFS / "buffer_size_kb").write_text(f"{TRACE_BUFFER_KIB}\n")
         (TRACEFS / "trace").write_text("\n")  # clear
         (event / "enable").write_text("1\n")
+        discard = TRACEFS / "events" / DISCARD_EVENT
+        if not discard.is_dir():
+            raise GuestError(f"the guest kernel has no tracefs event {DISCARD_EVENT}")
+        (discard / "filter").write_text(DISCARD_FILTER + "\n")
+        (discard / "enable").write_text("1\n")
         (TRACEFS / "tracing_on").write_text("1\n")
         out = open(self._trace_file, "wb")
         self._cat = subprocess.Popen(["cat", str(TRACEFS / "trace_pipe")], stdout=out)
@@ -230,6 +243,7 @@ class DeviceMonitor:
         self._cat.wait()
         self._cat = None
         (TRACEFS / "events" / TRACE_EVENT / "enable").write_text("0\n")
+        (TRACEFS / "events" / DISCARD_EVENT / "enable").write_text("0\n")
         stats = {}
         for cpu_stats in sorted((TRACEFS / "per_cpu").glob("cpu*/stats")):
             fields = dict(line.split(":", 1) for line in cpu_stats.read_text().splitlines()
@@ -237,13 +251,22 @@ class DeviceMonitor:
             stats[cpu_stats.parent.name] = {k.strip(): v.strip() for k, v in fields.items()}
         lost = sum(int(s.get("overrun", 0)) for s in stats.values())
         (self.raw_dir / layout.RAW_TRACE_STATS).write_text(json.dumps(
-            {"event": TRACE_EVENT, "buffer_size_kib": TRACE_BUFFER_KIB,
+            {"event": TRACE_EVENT, "events": [TRACE_EVENT, DISCARD_EVENT, "ftrace/print"],
+             "discard_filter": DISCARD_FILTER,
+             "namespace_dev": _dev_number(self.namespace),
+             "buffer_size_kib": TRACE_BUFFER_KIB,
              "events_lost": lost, "per_cpu": stats,
              "trace_text_bytes": self._trace_file.stat().st_size}, indent=2) + "\n")
         with open(self._trace_file, "rb") as src, \
                 gzip.open(self.raw_dir / layout.RAW_TRACE, "wb", compresslevel=6) as dst:
             shutil.copyfileobj(src, dst, 1 << 20)
         self._trace_file.unlink()
+
+
+def _dev_number(namespace: str) -> str:
+    """``MAJ,MIN`` of the namespace's block device, as block trace events print it."""
+    return (Path("/sys/block") / Path(namespace).name / "dev").read_text().strip() \
+        .replace(":", ",")
 
 
 def max_command_bytes(namespace: str) -> int:

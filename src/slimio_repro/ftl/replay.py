@@ -1,0 +1,187 @@
+"""Replaying cells: the geometry a cell's own device had, one cell or a system's repetitions
+in order on one un-reformatted modelled device, and the check of a trace against what the
+real (QEMU) device reported.
+
+A cell's raw directory (``results/raw/<cell>/``) holds what this needs: ``plan.json`` (the
+device profile: capacity, LBA size, reclaim unit size, handles), ``nvme-trace.txt.gz``,
+``nvme-trace-stats.json`` (the namespace's ``MAJ,MIN``), the FDP statistics before and
+after and the reclaim unit handle status after (``fdp-status-after.json``).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from . import engine as e
+from . import trace as tr
+from .model import FEMU_OP, Device, Geometry, ModelError, policy
+
+TRACE = "nvme-trace.txt.gz"
+TRACE_STATS = "nvme-trace-stats.json"
+PLAN = "plan.json"
+STATS_BEFORE = "fdp-stats-before.json"
+STATS_AFTER = "fdp-stats-after.json"
+STATUS_AFTER = "fdp-status-after.json"
+CONFIGS = "fdp-configs.json"
+
+
+@dataclass(frozen=True)
+class CellDevice:
+    """What a cell's raw directory says about its device."""
+    cell: str
+    raw_dir: Path
+    capacity_bytes: int
+    lba_bytes: int
+    ru_bytes: int
+    handles: int
+    block_dev: str
+
+    @staticmethod
+    def load(raw_dir: str | Path) -> "CellDevice":
+        raw = Path(raw_dir)
+        if not (raw / TRACE).is_file():
+            raise ModelError(f"{raw} has no {TRACE}: only vm cells record the device trace "
+                             "(run the cell on the vm testbed)")
+        try:
+            plan = json.loads((raw / PLAN).read_text())
+            dev = plan["vm"]["device"]
+        except (OSError, KeyError, ValueError) as exc:
+            raise ModelError(f"{raw / PLAN}: no vm device profile ({exc}); is {raw} a "
+                             "complete vm cell?") from None
+        block_dev = "259,0"
+        if (raw / TRACE_STATS).is_file():
+            block_dev = json.loads((raw / TRACE_STATS).read_text()).get("namespace_dev",
+                                                                       block_dev)
+        return CellDevice(cell=raw.name, raw_dir=raw,
+                          capacity_bytes=int(dev["capacity_gib"]) << 30,
+                          lba_bytes=int(dev["lba_size_bytes"]),
+                          ru_bytes=int(dev["reclaim_unit_size_mib"]) << 20,
+                          handles=int(dev["reclaim_unit_handles"]), block_dev=block_dev)
+
+    def ops(self) -> tr.Ops:
+        return tr.read(self.raw_dir / TRACE, self.lba_bytes, block_dev=self.block_dev)
+
+    def geometry(self, op: float = FEMU_OP, placement: bool = True) -> Geometry:
+        """The cell's own device as a model geometry (its capacity, RU size and handles)."""
+        return Geometry(user_bytes=self.capacity_bytes, op=op, page_bytes=4096,
+                        ru_bytes=self.ru_bytes, handles=self.handles, placement=placement)
+
+
+def _stats(path: Path) -> dict | None:
+    if not path.is_file():
+        return None
+    d = json.loads(path.read_text())
+    return {k: int(d[k]) for k in ("hbmw", "mbmw", "mbe")}
+
+
+def check_device(cell: CellDevice, ops: tr.Ops | None = None) -> dict:
+    """Does the trace account for what the device reported? Host bytes written (FDP
+    statistics, after - before) must equal the trace's write bytes exactly. When the trace
+    holds every write the namespace received (statistics before = 0), QEMU's reclaim unit
+    bookkeeping replayed from the trace must also give the device's media bytes written and
+    each handle's remaining reclaim unit capacity (``nvme fdp status``) exactly."""
+    ops = cell.ops() if ops is None else ops
+    before, after = _stats(cell.raw_dir / STATS_BEFORE), _stats(cell.raw_dir / STATS_AFTER)
+    out = {"cell": cell.cell, "trace_write_bytes": ops.write_lbas() * cell.lba_bytes}
+    if before is None or after is None:
+        out["host_bytes_ok"] = None
+        out["why"] = "no FDP statistics in the cell (a device without FDP)"
+        return out
+    out["device_host_bytes"] = after["hbmw"] - before["hbmw"]
+    out["host_bytes_ok"] = out["device_host_bytes"] == out["trace_write_bytes"]
+    runs = cell.ru_bytes // cell.lba_bytes
+    writes = (ops.cmd == tr.CMD_WRITE) | (ops.cmd == tr.CMD_WRITE_ZEROES)
+    handle = np.where((ops.dtype == 2) & (ops.dspec < cell.handles), ops.dspec, 0)
+    ruamw = np.full(cell.handles, runs, dtype=np.int64)
+    acc = np.zeros(3, dtype=np.int64)
+    e.qemu_ru_accounting(writes, ops.nlb, handle.astype(np.int64), runs, ruamw, acc)
+    out["model_media_bytes"] = int(acc[1]) * cell.lba_bytes
+    out["model_ru_switches"] = int(acc[2])
+    out["model_ruamw_lbas"] = ruamw.tolist()
+    if before["hbmw"] != 0:
+        out["ru_usage_ok"] = None
+        out["why"] = (f"the trace started after the namespace's first write (host bytes "
+                      f"written {before['hbmw']} at its start): reclaim unit usage unknown")
+        return out
+    out["device_media_bytes"] = after["mbmw"]
+    status_path = cell.raw_dir / STATUS_AFTER
+    if not status_path.is_file():
+        out["ru_usage_ok"] = None
+        out["why"] = f"no {STATUS_AFTER} (a cell recorded before it existed)"
+        return out
+    status = json.loads(status_path.read_text())
+    by_pid = {int(d["pid"]): int(d["ruamw"]) for d in status["ruhss"]}
+    out["device_ruamw_lbas"] = [by_pid.get(h) for h in range(cell.handles)]
+    out["ru_usage_ok"] = (out["device_ruamw_lbas"] == out["model_ruamw_lbas"]
+                          and out["device_media_bytes"] == out["model_media_bytes"])
+    return out
+
+
+def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
+                 geometry: Geometry | None = None, op: float | None = None,
+                 placement: bool = True) -> dict:
+    """Replay cells in the order given on one modelled device that is never reformatted
+    (the repetitions of a system on one device, as the paper ran them). The geometry is
+    the first cell's own device unless ``geometry`` is given; ``op`` and ``placement``
+    override it. Returns per cell and for the whole sequence: WAF, host and GC-copied
+    bytes, erases, and each per handle."""
+    cells = [CellDevice.load(d) for d in raw_dirs]
+    if not cells:
+        raise ModelError("no cells to replay")
+    pol = policy(model)
+    g = geometry or cells[0].geometry(op=FEMU_OP if op is None else op, placement=placement)
+    if geometry is not None and (op is not None or not placement):
+        g = replace(g, op=g.op if op is None else op, placement=placement and g.placement)
+    # A smaller modelled device than the namespace is allowed: the replay stops with an
+    # error naming the first command beyond it.
+    dev = Device(g, pol)
+    rows = []
+    for c in cells:
+        ops = c.ops()
+        cover = tr.deallocation_coverage(ops)
+        counters = dev.replay(ops)
+        row = {"cell": c.cell, **counters.as_dict(g.page_bytes),
+               "free_units_after": dev.free_units(), "valid_pages_after": dev.valid_pages(),
+               "deallocations": cover, "trace_stats": ops.stats}
+        rows.append(row)
+    total = dev.counters()
+    return {
+        "model": pol.name, "model_source": pol.source,
+        "geometry": {"user_bytes": g.user_bytes, "op": g.op, "page_bytes": g.page_bytes,
+                     "ru_bytes": g.ru_bytes, "handles": g.handles, "placement": g.placement,
+                     "physical_units": g.physical_units, "pages_per_unit": g.pages_per_unit},
+        "cells": rows,
+        "sequence": {**total.as_dict(g.page_bytes),
+                     "drive_writes": total.host_pages / g.user_pages},
+    }
+
+
+def render(result: dict) -> str:
+    """The replay as a short text table: a row per cell, then the sequence."""
+    g = result["geometry"]
+    lines = [f"model {result['model']} ({result['model_source']})",
+             f"device: {g['user_bytes'] / 2**30:.2f} GiB user, over-provisioning "
+             f"{g['op']:.3f}, {g['physical_units']} reclaim units of {g['ru_bytes'] >> 20} MiB, "
+             f"{g['handles']} handles, placement {'honoured' if g['placement'] else 'ignored'}",
+             f"{'cell':<48} {'host GiB':>9} {'GC GiB':>8} {'WAF':>6} {'erases':>6} "
+             f"{'dealloc GiB':>11}  GC pages per handle"]
+    for r in result["cells"]:
+        waf = "n/a" if r["waf"] is None else f"{r['waf']:.3f}"
+        lines.append(f"{r['cell']:<48} {r['host_bytes'] / 2**30:>9.3f} "
+                     f"{r['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} "
+                     f"{r['erases']:>6} {r['dealloc_pages'] * g['page_bytes'] / 2**30:>11.3f}  "
+                     f"{r['gc_pages_per_handle']}")
+        if not r["deallocations"]["ranges_known"]:
+            lines.append(f"  (its {r['deallocations']['dsm_commands']} DSM commands carry no "
+                         "ranges in this trace: deallocations not replayed)")
+    s = result["sequence"]
+    waf = "n/a" if s["waf"] is None else f"{s['waf']:.3f}"
+    lines.append(f"{'sequence':<48} {s['host_bytes'] / 2**30:>9.3f} "
+                 f"{s['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} {s['erases']:>6} "
+                 f"{s['dealloc_pages'] * g['page_bytes'] / 2**30:>11.3f}  "
+                 f"({s['drive_writes']:.2f} drive writes)")
+    return "\n".join(lines)

@@ -1,0 +1,17 @@
+# FTL stage: the device's write amplification with garbage collection, from the NVMe traces
+# (QEMU's emulation has none). A system's repetitions replay in order on one modelled device
+# that is never reformatted, as the paper's repetitions ran on one FEMU device.
+
+
+rule model_ftl_sequence:
+    """WAF of a system's repetitions on the paper's FEMU FDP FTL at the cells' own device."""
+    input:
+        raw=ftl_sequence_inputs,
+    output:
+        result=results(pathsmod.FTL_SEQUENCE_PATTERN),
+    log:
+        results(f"logs/model_ftl_sequence/{pathsmod.FTL_SEQUENCE_ID_PATTERN}.log"),
+    params:
+        model=config["ftl"]["model"],
+    script:
+        "../scripts/model_ftl_sequence.py"
