@@ -5,6 +5,7 @@ FDP statistics and reclaim unit usage QEMU reported."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import shutil
 from pathlib import Path
@@ -168,41 +169,40 @@ def test_paper_geometry_is_femus_240_reclaim_units():
 
 
 # -- a real cell ------------------------------------------------------------------------------
-def test_real_trace_host_bytes_equal_the_fdp_statistics_exactly():
+def test_real_trace_accounts_for_everything_the_device_reported():
+    """A real baseline cell (QEMU 10.0.2, F2FS), traced from the namespace's first write:
+    the trace's write bytes are the FDP statistics' host bytes written exactly, and QEMU's
+    reclaim unit bookkeeping replayed over it gives the device's media bytes written (QEMU
+    adds a unit's remainder again at each unit switch inside a write) and every handle's
+    remaining unit capacity in ``nvme fdp status`` at the end, exactly."""
     cell = ftl.CellDevice.load(BASELINE)
     ops = cell.ops()
     check = ftl.check_device(cell, ops)
+    assert check["device_host_bytes"] == 494841856 == ops.write_lbas() * 4096
     assert check["host_bytes_ok"] is True
-    assert check["device_host_bytes"] == 472969216 == ops.write_lbas() * 4096
-    # F2FS deallocated: DSM commands are in the trace (their ranges are not, in this
-    # capture from before discard bios were traced).
-    assert ftl.deallocation_coverage(ops) == {"dsm_commands": 5, "dealloc_ranges": 0,
-                                              "dealloc_lbas": 0, "ranges_known": False}
+    assert check["device_media_bytes"] == check["model_media_bytes"] == 496029696
+    assert check["device_ruamw_lbas"] == check["model_ruamw_lbas"] == [10261] + [16384] * 7
+    assert check["ru_usage_ok"] is True
+    # F2FS's and mkfs's discards are in the trace with their ranges (block_bio_queue).
+    cover = ftl.deallocation_coverage(ops)
+    assert cover["ranges_known"] and cover["dsm_commands"] == 12
+    assert cover["dealloc_lbas"] >= (8 << 30) // 4096  # mkfs discards the whole namespace
 
 
-def test_qemu_reclaim_unit_bookkeeping_reproduces_the_devices_media_bytes():
-    """From the handle status read at the trace's start (after mkfs), QEMU's RU bookkeeping
-    replayed over the trace gives the device's media bytes written exactly (QEMU adds a
-    unit's remainder again at every unit switch inside a write)."""
-    cell = ftl.CellDevice.load(BASELINE)
-    ops = cell.ops()
-    start = json.loads((BASELINE / "fdp-status.json").read_text())
-    ruamw = np.array([d["ruamw"] for d in start["ruhss"]], dtype=np.int64)
-    before = json.loads((BASELINE / "fdp-stats-before.json").read_text())
-    after = json.loads((BASELINE / "fdp-stats-after.json").read_text())
-    assert ruamw[0] == 16384 - int(before["hbmw"]) // 4096  # mkfs's writes, on handle 0
-    writes = ops.cmd == tr.CMD_WRITE
-    acc = np.zeros(3, dtype=np.int64)
-    engine.qemu_ru_accounting(writes, ops.nlb, np.zeros(len(ops), dtype=np.int64), 16384,
-                              ruamw, acc)
-    assert acc[0] * 4096 == int(after["hbmw"]) - int(before["hbmw"])
-    assert acc[1] * 4096 == int(after["mbmw"]) - int(before["mbmw"]) != acc[0] * 4096
-    # A perturbed unit size does not reproduce it: the check can fail.
-    ruamw2 = np.array([d["ruamw"] for d in start["ruhss"]], dtype=np.int64)
-    acc2 = np.zeros(3, dtype=np.int64)
-    engine.qemu_ru_accounting(writes, ops.nlb, np.zeros(len(ops), dtype=np.int64), 16000,
-                              ruamw2, acc2)
-    assert acc2[1] * 4096 != int(after["mbmw"]) - int(before["mbmw"])
+def test_device_check_fails_when_trace_and_device_disagree(tmp_path):
+    """The check can fail: a dropped write, or another handle status, is caught."""
+    cell_dir = tmp_path / BASELINE.name
+    shutil.copytree(BASELINE, cell_dir)
+    status = json.loads((cell_dir / "fdp-status-after.json").read_text())
+    status["ruhss"][0]["ruamw"] += 1
+    (cell_dir / "fdp-status-after.json").write_text(json.dumps(status))
+    assert ftl.check_device(ftl.CellDevice.load(cell_dir))["ru_usage_ok"] is False
+    lines = gzip.open(BASELINE / "nvme-trace.txt.gz", "rt").read().splitlines()
+    first_write = next(i for i, t in enumerate(lines) if "nvme_cmd_write slba" in t)
+    del lines[first_write]
+    with gzip.open(cell_dir / "nvme-trace.txt.gz", "wt") as f:
+        f.write("\n".join(lines) + "\n")
+    assert ftl.check_device(ftl.CellDevice.load(cell_dir))["host_bytes_ok"] is False
 
 
 def test_replay_of_a_real_cell_and_its_repetition(tmp_path):
@@ -211,10 +211,11 @@ def test_replay_of_a_real_cell_and_its_repetition(tmp_path):
     out = ftl.replay_cells([BASELINE, second], "femu-fdp")
     assert [r["cell"] for r in out["cells"]] == [BASELINE.name, second.name]
     host = out["cells"][0]["host_pages"]
-    assert host * 4096 == 472969216 and out["sequence"]["host_pages"] == 2 * host
-    assert out["sequence"]["waf"] == 1.0  # 0.9 GiB on an 8 GiB device: nothing to collect
-    text = ftl.render(out)
-    assert "deallocations not replayed" in text and "sequence" in text
+    assert host * 4096 == 494841856 and out["sequence"]["host_pages"] == 2 * host
+    assert out["sequence"]["waf"] == 1.0  # 1 GiB on an 8 GiB device: nothing to collect
+    # The second repetition's mkfs discards the first one's data.
+    assert out["cells"][1]["dealloc_pages"] > out["cells"][0]["dealloc_pages"] > 0
+    assert "sequence" in ftl.render(out)
 
 
 def test_trace_parser_reads_markers_discard_bios_and_write_zeroes(tmp_path):
