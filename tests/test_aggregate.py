@@ -44,7 +44,7 @@ def test_latex_table_is_a_booktabs_tabular(records, tmp_path):
     assert tex.count(r"\begin{tabular}") == 1 and r"\bottomrule" in tex
     body = [l for l in tex.splitlines() if l.startswith(("Periodical-Log", "Always-Log"))]
     assert len(body) == 2
-    assert all(l.count(" & ") == 11 and l.endswith(r"\\") for l in body)
+    assert all(l.count(" & ") == 12 and l.endswith(r"\\") for l in body)
     assert r"$\pm$" in tex and "SET p999 (ms)" in tex
 
 
@@ -190,9 +190,10 @@ def test_three_systems_give_three_rows_per_policy_baseline_first(vm_records, tmp
     rows = [l.split(" | ")[:2] for l in md.splitlines() if " | vm | " in l]
     assert rows == [[f"| {p}", s] for p in ("Periodical-Log", "Always-Log")
                     for s in ("Baseline", "SlimIO", "SlimIO w/o FDP")]
-    # SSD WAF column: mean of two equal repetitions, two decimals, spread 0.
+    # SSD WAF column: mean of two equal repetitions, two decimals, spread 0; the modelled
+    # WAF beside it is n/a without the FTL stage's results.
     row = next(l for l in md.splitlines() if l.startswith("| Periodical-Log | Baseline | vm"))
-    assert row.endswith("| 1.00 ± 0.00 |")
+    assert row.endswith("| 1.00 ± 0.00 | n/a |")
     t3 = pd.read_csv(tmp_path / "t" / "table3_redis_benchmark.csv")
     assert (t3.fdp_media_bytes_erased_mean == 0).all() and (t3.waf_n == 2).all()
     assert "| Always-Log | SlimIO w/o FDP | vm | 2 |" in (
@@ -299,13 +300,13 @@ def test_ratios_include_slimio_without_fdp_and_waf(vm_records, tmp_path):
     rps = table[table.metric == "rps_avg"].set_index(["system", "policy"]).ratio_to_baseline
     assert rps[("slimio-nofdp", "periodical")] == pytest.approx(1.2)
     md = (tmp_path / "t" / "table3_ratios.md").read_text()
-    assert "| Periodical-Log | SlimIO w/o FDP | vm | SSD WAF (waf) | lower | 1.004 (2) " \
+    assert "| Periodical-Log | SlimIO w/o FDP | vm | SSD WAF (device) (waf) | lower | 1.004 (2) " \
            "| 1.001 (2) | 0.997 | - |" in md
-    assert f"| Periodical-Log | SlimIO | vm | SSD WAF (waf) | lower | 1.004 (2) | 1.002 (2) " \
+    assert f"| Periodical-Log | SlimIO | vm | SSD WAF (device) (waf) | lower | 1.004 (2) | 1.002 (2) " \
            f"| 0.998 | {1.00 / 1.14:.3f} |" in md
     # The baseline's rows come first among a policy's, then SlimIO, then SlimIO w/o FDP.
     systems = [l.split(" | ")[1] for l in md.splitlines() if l.startswith("| Periodical-Log")]
-    assert systems == ["SlimIO"] * 8 + ["SlimIO w/o FDP"] * 8
+    assert systems == ["SlimIO"] * 9 + ["SlimIO w/o FDP"] * 9
     t5 = pd.read_csv(tmp_path / "t" / "table5_ratios.csv")
     assert set(t5.system) == {"slimio", "slimio-nofdp"}
 

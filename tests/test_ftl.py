@@ -242,3 +242,20 @@ def test_trace_parser_reads_markers_discard_bios_and_write_zeroes(tmp_path):
     p.write_text(lines[0] + "\nCPU:0 [LOST 3 EVENTS]\n")
     with pytest.raises(ftl.TraceError, match="lost events"):
         tr.read(p, 4096)
+
+
+def test_ftl_table_and_table3_column_from_a_real_sequence(tmp_path):
+    from slimio_repro.aggregate import tables
+    seq = ftl.replay_sequence([BASELINE])
+    assert seq["device_checks"][0]["ru_usage_ok"] is True
+    f = tmp_path / "vm-baseline-redis-benchmark-periodical.json"
+    f.write_text(json.dumps(seq))
+    cells, sequences = tables.load_ftl([f])
+    assert cells.waf_modelled.tolist() == [1.0]
+    cells = cells.assign(testbed="vm", system="baseline", workload="redis-benchmark",
+                         policy="periodical")
+    tables.write_ftl(cells, sequences, tmp_path)
+    md = (tmp_path / "ftl_waf.md").read_text()
+    assert "| Periodical-Log | Baseline | vm | 1 | 1.000 | 1.000 |" in md
+    assert "trace = device in 1 of 1 cells" in md and "femu-fdp" in md
+    assert "| Periodical-Log | Baseline | 1.14 |" in md  # the paper's, for comparison

@@ -11,7 +11,11 @@ TABLE_OUTPUTS = (
         for name in ("table3_ratios", "table4_ratios", "table5_ratios")
         for ext in ("csv", "md")
     ]
-    + [results(f"tables/{name}.{ext}") for name in ("roofline", "timing") for ext in ("csv", "md")]
+    + [
+        results(f"tables/{name}.{ext}")
+        for name in ("roofline", "timing", "ftl_waf")
+        for ext in ("csv", "md")
+    ]
     + [results("tables/cells.csv")]
 )
 
@@ -32,9 +36,10 @@ FIGURE_OUTPUTS = (
 
 rule aggregate_tables:
     """Tables 3, 4 and 5 (CSV + Markdown + LaTeX), ratios to the baseline, the snapshot roofline, the
-    per-cell CSV; n and spread."""
+    modelled device WAF, the per-cell CSV; n and spread."""
     input:
         records=cell_files(pathsmod.CELL_RECORD_PATTERN),
+        ftl=FTL_OUTPUTS,
     output:
         TABLE_OUTPUTS,
     log:

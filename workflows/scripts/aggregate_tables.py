@@ -5,4 +5,5 @@ from slimio_repro.aggregate import tables as aggregate
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):
-    aggregate.write_all([Path(f) for f in snakemake.input.records], Path(snakemake.params.out_dir))
+    aggregate.write_all([Path(f) for f in snakemake.input.records], Path(snakemake.params.out_dir),
+                        [Path(f) for f in snakemake.input.ftl])

@@ -1,4 +1,4 @@
-"""Rule model_ftl_sequence: thin wrapper over slimio_repro.ftl.replay_cells."""
+"""Rule model_ftl_sequence: thin wrapper over slimio_repro.ftl.replay_sequence."""
 import json
 from pathlib import Path
 
@@ -6,6 +6,7 @@ from slimio_repro import ftl
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):
-    result = ftl.replay_cells([Path(p) for p in snakemake.input.raw], snakemake.params.model)
+    result = ftl.replay_sequence([Path(p) for p in snakemake.input.raw], snakemake.params.model)
     Path(snakemake.output.result).write_text(json.dumps(result, indent=2) + "\n")
     print(ftl.render(result))
+    print(ftl.render(result["placement_ignored"]))

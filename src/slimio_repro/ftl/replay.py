@@ -160,6 +160,16 @@ def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
     }
 
 
+def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp") -> dict:
+    """What the pipeline records per sequence: the replay at the cells' own geometry with
+    placement honoured, the same with placement ignored (every write on one handle: what
+    the device would do without FDP), and each cell's trace checked against the device."""
+    out = replay_cells(raw_dirs, model)
+    out["placement_ignored"] = replay_cells(raw_dirs, model, placement=False)
+    out["device_checks"] = [check_device(CellDevice.load(d)) for d in raw_dirs]
+    return out
+
+
 def render(result: dict) -> str:
     """The replay as a short text table: a row per cell, then the sequence."""
     g = result["geometry"]
