@@ -19,7 +19,7 @@ OPTIONS = ["slimio-device", "slimio-backend", "slimio-format", "slimio-wal-size"
            "slimio-slot-size", "slimio-lba-size", "slimio-sqpoll", "slimio-ring-entries",
            "slimio-wal-buffer-size", "slimio-readahead-size", "slimio-placement-wal",
            "slimio-placement-wal-snapshot", "slimio-placement-on-demand",
-           "slimio-load-snapshot"]
+           "slimio-load-snapshot", "slimio-deallocate"]
 
 
 def directives(text: str) -> dict:
@@ -78,3 +78,6 @@ def test_no_placement_and_sqpoll_render():
     d = directives(slimio.conf_block(s, Path("/d")))
     assert d["slimio-sqpoll"] == "yes" and d["slimio-placement-wal"] == "-1"
     assert d["slimio-placement-on-demand"] == "0"
+    assert "slimio-trace-marker" not in d and d["slimio-deallocate"] == "yes"
+    traced = directives(slimio.conf_block(s, Path("/d"), Path("/sys/kernel/tracing/trace_marker")))
+    assert traced["slimio-trace-marker"] == "/sys/kernel/tracing/trace_marker"

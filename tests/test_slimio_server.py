@@ -15,8 +15,10 @@ full-region behaviour of both logging policies, and the refusals.
 
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import re
 import signal
 import subprocess
 import time
@@ -369,7 +371,9 @@ def crash_case(s: Slim, failpoint: str, action) -> None:
     "snapshot.after-flush=crash",   # child: durable, not reported
     "promote.before-commit=crash",  # parent: not promoted
     "meta.after-write=crash@4",     # parent: promotion record written, not flushed
-    "promote.after-commit=crash",   # parent: promoted, old WAL not released in memory
+    "promote.after-commit=crash",   # parent: promoted, nothing deallocated yet
+    "promote.after-dealloc-wal=crash",   # parent: old WAL deallocated, old slot not yet
+    "promote.after-dealloc-slot=crash",  # parent: new Reserve deallocated, WAL not released
 ])
 def test_kill9_during_rewrite(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgrewriteaof())
@@ -380,6 +384,7 @@ def test_kill9_during_rewrite(slim, failpoint):
     "snapshot.after-flush=crash",
     "promote.before-commit=crash",
     "promote.after-commit=crash",
+    "promote.after-dealloc-slot=crash",
 ])
 def test_kill9_during_bgsave(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
@@ -400,6 +405,235 @@ def test_kill9_parent_while_rewrite_child_writes(slim):
     s.options.pop("rdb-key-save-delay")
     s.start()
     assert digest(s.cli) == before
+
+
+# --------------------------------------------------------------------------------------
+# Deallocation (file backend on a regular file: deallocated ranges are holes)
+# --------------------------------------------------------------------------------------
+
+MARKER_LINE = re.compile(r"^slimio_dealloc slba=(\d+) nlb=(\d+) why=(wal|slot|format)$")
+
+
+def first_data(path: Path, offset: int) -> int | None:
+    """The first allocated byte at or after ``offset`` (SEEK_DATA), None if only holes follow."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return None
+        raise
+    finally:
+        os.close(fd)
+
+
+def is_hole(path: Path, lba: int, nlb: int, lba_size: int) -> bool:
+    """No block of the LBA range [lba, lba + nlb) is allocated in the device file."""
+    nxt = first_data(path, lba * lba_size)
+    return nxt is None or nxt >= (lba + nlb) * lba_size
+
+
+def has_data(path: Path, lba: int, nlb: int, lba_size: int) -> bool:
+    return not is_hole(path, lba, nlb, lba_size)
+
+
+def marker_lines(path: Path) -> list[tuple[int, int, str]]:
+    """The trace-marker lines, each checked against the exact format."""
+    out = []
+    for line in path.read_text().splitlines():
+        m = MARKER_LINE.match(line)
+        assert m, f"malformed trace-marker line {line!r}"
+        out.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+    return out
+
+
+def dealloc_counters(info: dict) -> tuple[int, int, int, int]:
+    return (info["slimio_dealloc_commands"], info["slimio_dealloc_lbas"],
+            info["slimio_dealloc_unsupported"], info["slimio_dealloc_marker_errors"])
+
+
+@pytest.fixture
+def marker(tmp_path) -> Path:
+    """A regular file standing in for tracefs's trace_marker."""
+    path = tmp_path / "trace_marker"
+    path.touch()
+    return path
+
+
+def test_dealloc_at_format_and_after_rewrites(slim, marker):
+    """Format frees the WAL region and the slots; a WAL-Snapshot's promotion frees the old
+    WAL generations (only them) and the slot that became the Reserve; each range is
+    announced on the trace marker first, in the exact format."""
+    s = slim(policy="always", extra={"slimio-trace-marker": str(marker)})
+    s.start()
+    info = s.info()
+    lba, wal0, wal_lbas = info["slimio_lba_size"], info["slimio_wal_start_lba"], info["slimio_wal_lbas"]
+    slot_lbas = info["slimio_slot_lbas"]
+    slot = {i: info[f"slimio_slot{i}"]["lba"] for i in range(3)}
+    everything = wal_lbas + 3 * slot_lbas
+    assert info["slimio_dealloc_enabled"] == 1 and info["slimio_trace_marker"] == str(marker)
+    assert dealloc_counters(info) == (1, everything, 0, 0)
+    assert marker_lines(marker) == [(wal0, everything, "format")]
+
+    def rewrite(seed: int) -> tuple[dict, dict]:
+        write_mixed(s.cli, 1500, seed=seed)
+        before = s.info()
+        assert has_data(s.device, before["slimio_wal_head_lba"],
+                        before["slimio_wal_tail_lba"] - before["slimio_wal_head_lba"], lba)
+        s.cli.bgrewriteaof()
+        wait_idle(s)
+        return before, s.info()
+
+    before, after = rewrite(seed=20)
+    old_head, new_head = before["slimio_wal_head_lba"], after["slimio_wal_head_lba"]
+    assert new_head > old_head == wal0
+    assert is_hole(s.device, old_head, new_head - old_head, lba)
+    assert slot_roles(after) == {0: "reserve", 1: "wal-snapshot", 2: "on-demand"}
+    assert marker_lines(marker)[1:] == [(old_head, new_head - old_head, "wal"),
+                                        (slot[0], slot_lbas, "slot")]
+    assert dealloc_counters(after) == (3, everything + new_head - old_head + slot_lbas, 0, 0)
+    # The live generation is untouched: what is written now lands at the new head.
+    write_mixed(s.cli, 300, seed=21)
+    assert has_data(s.device, new_head, 1, lba)
+    assert has_data(s.device, slot[1], 1, lba)
+
+    # The second rewrite demotes slot 1, which holds the first WAL-Snapshot until then.
+    assert has_data(s.device, slot[1], slot_lbas, lba)
+    before, after = rewrite(seed=22)
+    old_head2, new_head2 = before["slimio_wal_head_lba"], after["slimio_wal_head_lba"]
+    assert old_head2 == new_head and new_head2 > old_head2
+    assert slot_roles(after) == {0: "wal-snapshot", 1: "reserve", 2: "on-demand"}
+    assert is_hole(s.device, slot[1], slot_lbas, lba)
+    assert is_hole(s.device, old_head2, new_head2 - old_head2, lba)
+    assert has_data(s.device, slot[0], 1, lba)
+    assert marker_lines(marker)[3:] == [(old_head2, new_head2 - old_head2, "wal"),
+                                        (slot[1], slot_lbas, "slot")]
+    assert "LBAs deallocated" in s.log.read_text()
+    expected = digest(s.cli)
+    s.server.kill()
+    s.start()
+    assert digest(s.cli) == expected
+
+
+def test_dealloc_after_bgsave_frees_the_new_reserve(slim, marker):
+    s = slim(policy="periodical", extra={"slimio-trace-marker": str(marker)})
+    s.start()
+    info = s.info()
+    lba, slot_lbas = info["slimio_lba_size"], info["slimio_slot_lbas"]
+    slot = {i: info[f"slimio_slot{i}"]["lba"] for i in range(3)}
+    write_mixed(s.cli, 1500, seed=23)
+    s.cli.bgsave()
+    wait_idle(s)
+    assert slot_roles(s.info()) == {0: "wal-snapshot", 1: "on-demand", 2: "reserve"}
+    assert has_data(s.device, slot[1], slot_lbas, lba)
+    before = s.info()
+    write_mixed(s.cli, 500, seed=24)
+    s.cli.bgsave()
+    wait_idle(s)
+    after = s.info()
+    assert slot_roles(after) == {0: "wal-snapshot", 1: "reserve", 2: "on-demand"}
+    assert is_hole(s.device, slot[1], slot_lbas, lba)      # the old On-Demand snapshot
+    assert has_data(s.device, slot[2], 1, lba)
+    assert after["slimio_dealloc_commands"] == before["slimio_dealloc_commands"] + 1
+    assert after["slimio_dealloc_lbas"] == before["slimio_dealloc_lbas"] + slot_lbas
+    assert marker_lines(marker)[-1] == (slot[1], slot_lbas, "slot")
+    expected = digest(s.cli)
+    s.server.shutdown()
+    s.options["slimio-load-snapshot"] = "on-demand"
+    s.start()
+    assert digest(s.cli) == expected
+
+
+def test_dealloc_off_frees_nothing(slim, marker):
+    s = slim(policy="always", extra={"slimio-trace-marker": str(marker),
+                                     "slimio-deallocate": "no"})
+    s.start()
+    info = s.info()
+    lba, slot_lbas = info["slimio_lba_size"], info["slimio_slot_lbas"]
+    slot1 = info["slimio_slot1"]["lba"]
+    for seed in (25, 26):
+        write_mixed(s.cli, 1000, seed=seed)
+        before = s.info()
+        s.cli.bgrewriteaof()
+        wait_idle(s)
+    after = s.info()
+    old_head, new_head = before["slimio_wal_head_lba"], after["slimio_wal_head_lba"]
+    assert slot_roles(after)[1] == "reserve"
+    assert has_data(s.device, slot1, slot_lbas, lba)       # the demoted WAL-Snapshot
+    assert has_data(s.device, old_head, new_head - old_head, lba)
+    assert after["slimio_dealloc_enabled"] == 0
+    assert dealloc_counters(after) == (0, 0, 0, 0)
+    assert marker.read_text() == ""
+    assert "slimio-deallocate no" in s.log.read_text()
+
+
+def test_trace_marker_that_cannot_be_opened_stops_start_up(slim, tmp_path):
+    missing = tmp_path / "no-tracefs" / "trace_marker"
+    s = slim(extra={"slimio-trace-marker": str(missing)})
+    out = s.start_fails()
+    assert "slimio-trace-marker" in out and str(missing) in out
+    assert s.device.stat().st_blocks == 0, "nothing may be written before the marker is open"
+
+
+def test_kill9_right_after_the_old_wal_is_deallocated(slim):
+    """Crash between the old WAL's deallocation and the old slot's (second rewrite): the
+    old WAL is already a hole, the demoted slot still holds data, and recovery gives every
+    acknowledged write."""
+    s = slim(policy="always")
+    s.start(failpoints="promote.after-dealloc-wal=crash@2")
+    info = s.info()
+    lba, slot_lbas, slot1 = info["slimio_lba_size"], info["slimio_slot_lbas"], info["slimio_slot1"]["lba"]
+    write_mixed(s.cli, 1500, seed=27)
+    s.cli.bgrewriteaof()
+    wait_idle(s)
+    write_mixed(s.cli, 1500, seed=28)
+    acked = [s.cli.incr("ctr") for _ in range(100)][-1]
+    before = digest(s.cli)
+    old_head = s.info()["slimio_wal_head_lba"]
+    tail = s.info()["slimio_wal_tail_lba"]
+    with pytest.raises((redis.ConnectionError, redis.TimeoutError)):
+        s.cli.bgrewriteaof()
+        wait_idle(s)
+    assert s.wait_exit() == -signal.SIGKILL
+    assert is_hole(s.device, old_head, tail - old_head, lba)   # the old WAL is gone
+    assert has_data(s.device, slot1, 1, lba)                   # the old slot is not yet
+    s.start()
+    assert digest(s.cli) == before and int(s.cli.get("ctr")) == acked
+    assert slot_roles(s.info())[0] == "wal-snapshot"
+    write_mixed(s.cli, 100, seed=29)
+    after = digest(s.cli)
+    s.server.kill()
+    s.start()
+    assert digest(s.cli) == after
+
+
+@pytest.mark.parametrize("failpoint", ["promote.after-commit=crash",
+                                       "promote.after-dealloc-slot=crash"])
+def test_crash_in_the_rebase_after_an_on_demand_restore(slim, failpoint):
+    """The restore's rebase promotes a WAL-Snapshot with a new WAL history and frees the old
+    WAL-Snapshot slot: its metadata record must be the one recovery picks (gens ascending),
+    else recovery would fall back to a record whose WAL-Snapshot was just freed."""
+    s = slim(policy="always")
+    s.start()
+    write_mixed(s.cli, 1000, seed=30)
+    s.cli.bgrewriteaof()                 # slot 1 holds the WAL-Snapshot from now on
+    wait_idle(s)
+    write_mixed(s.cli, 100, seed=33)
+    s.server.shutdown()
+    s.start()                            # the metadata lists two WAL generations now
+    assert s.info()["slimio_wal_oldest_gen"] < s.info()["slimio_wal_gen"]
+    write_mixed(s.cli, 500, seed=31)
+    s.cli.bgsave()
+    wait_idle(s)
+    at_bgsave = digest(s.cli)
+    write_mixed(s.cli, 500, seed=32)
+    s.server.shutdown()
+    s.options["slimio-load-snapshot"] = "on-demand"
+    with pytest.raises(ServerError):
+        s.start(failpoints=failpoint, timeout_s=30)
+    s.options["slimio-load-snapshot"] = "wal-snapshot"
+    s.start()
+    assert digest(s.cli) == at_bgsave
 
 
 # --------------------------------------------------------------------------------------

@@ -4,7 +4,9 @@ slimio-admin (format, inspect, export, dump-wal) on device files. Slot and WAL c
 put on the device by tests/slimio_fixture_writer.c through the real format code, from
 bytes made here or by a real redis-server."""
 
+import errno
 import json
+import os
 import random
 import re
 import subprocess
@@ -23,7 +25,7 @@ def test_slimio_c_unit_tests(target, tmp_path):
     out = proc.stdout + proc.stderr
     assert proc.returncode == 0, out[-4000:]
     m = re.search(r"^(\d+) passed, (\d+) failed$", proc.stdout, re.M)
-    assert m and int(m.group(1)) >= 23 and m.group(2) == "0", out[-4000:]
+    assert m and int(m.group(1)) >= 35 and m.group(2) == "0", out[-4000:]
     assert "AddressSanitizer" not in out and "runtime error" not in out
 
 
@@ -115,6 +117,62 @@ def test_admin_formats_a_file_and_inspects_it(admin, tmp_path):
     assert again.returncode == 1 and "already holds a SlimIO layout" in again.stderr
     assert json.loads(run_admin(admin, "inspect", "--device", str(dev), "--json").stdout
                       )["format_id"] == info["format_id"]
+
+
+def first_data(path, offset):
+    """The first allocated byte at or after offset (SEEK_DATA); None if only holes follow."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return None
+        raise
+    finally:
+        os.close(fd)
+
+
+def filled_device(path, mib):
+    """A device file whose every block holds data (as a used device would)."""
+    with open(path, "wb") as fh:
+        for _ in range(mib):
+            fh.write(b"\xab" * (1 << 20))
+
+
+@pytest.mark.parametrize("deallocate", [True, False])
+def test_admin_format_deallocates_wal_and_slots_and_marks_the_trace(admin, tmp_path,
+                                                                     deallocate):
+    dev, marker = tmp_path / "dev.img", tmp_path / "trace_marker"
+    filled_device(dev, 64)
+    marker.touch()
+    proc = run_admin(admin, "format", "--device", str(dev), "--wal-mib", "8", "--slot-mib",
+                     "16", "--trace-marker", str(marker),
+                     *([] if deallocate else ["--no-deallocate"]))
+    assert proc.returncode == 0, proc.stderr
+    info = json.loads(run_admin(admin, "inspect", "--device", str(dev), "--json").stdout)
+    wal_start, lbas = info["wal"]["start_lba"], info["wal"]["lbas"] + 3 * info["slots"][0]["lbas"]
+    assert wal_start == 256 and info["slots"][0]["start_lba"] == wal_start + info["wal"]["lbas"]
+    if deallocate:
+        assert marker.read_text() == f"slimio_dealloc slba={wal_start} nlb={lbas} why=format\n"
+        assert f"deallocated {lbas} LBAs ({lbas * 4096 >> 20} MiB) from LBA {wal_start} in " \
+               f"1 command(s)" in proc.stdout
+        nxt = first_data(dev, wal_start * 4096)
+        assert nxt is None or nxt >= (wal_start + lbas) * 4096
+    else:
+        assert marker.read_text() == ""
+        assert "deallocated nothing (--no-deallocate)" in proc.stdout
+        assert first_data(dev, wal_start * 4096) == wal_start * 4096
+    assert first_data(dev, 0) == 0                  # the metadata stays
+
+
+def test_admin_format_refuses_a_trace_marker_it_cannot_open(admin, tmp_path):
+    dev = tmp_path / "dev.img"
+    filled_device(dev, 64)
+    missing = tmp_path / "no-tracefs" / "trace_marker"
+    proc = run_admin(admin, "format", "--device", str(dev), "--wal-mib", "8", "--slot-mib",
+                     "16", "--trace-marker", str(missing))
+    assert proc.returncode == 1 and str(missing) in proc.stderr
+    assert dev.read_bytes()[:8192] == b"\xab" * 8192     # nothing written
 
 
 def test_admin_refuses_a_file_system_and_leaves_it_intact(admin, tmp_path):

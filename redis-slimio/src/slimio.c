@@ -9,6 +9,7 @@
 
 #include "slimio_backend.h"
 #include "slimio_crc32c.h"
+#include "slimio_dealloc.h"
 #include "slimio_failpoint.h"
 #include "slimio_snap.h"
 #include "slimio_wal.h"
@@ -43,6 +44,7 @@ static struct {
     slimioWal wal;
     int wal_open;
     slimioReport *report;
+    slimioDealloc dealloc;          /* deallocation and its trace-marker record */
     slimioWalGen rewrite_gen;       /* generation opened when the running rewrite began */
     /* Recovery. */
     slimioWalGen write_gen;         /* where the WAL continues after loading */
@@ -118,6 +120,14 @@ static uint64_t randomFormatId(void) {
     return id;
 }
 
+/* slimioDealloc's warnings go to the server log. */
+static void deallocWarn(void *ctx, const char *msg) {
+    UNUSED(ctx);
+    serverLog(LL_WARNING, "SlimIO: %s", msg);
+}
+
+/* Format the device with the configured sizes (slimioFormatDevice: the WAL region and the
+ * slots are deallocated before the first metadata commit). Exits when it cannot. */
 static void formatDevice(void) {
     char err[512];
     uint64_t lba = S.be.dev.lba_size, align = SLIMIO_ALIGN_BYTES;
@@ -138,13 +148,18 @@ static void formatDevice(void) {
     m.format_id = randomFormatId();
     m.placement[SLIMIO_KIND_META] = SLIMIO_NO_PLACEMENT;
     for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = S.be.dev.placement[k];
-    int rc = slimioFormatDevice(&S.be.io, &m);
+    slimioDeallocStats before = S.dealloc.stats;
+    int rc = slimioFormatDevice(&S.be.io, &m, &S.dealloc);
     if (rc) fatal("formatting %s failed: %s", S.be.dev.path, rc < 0 && rc > -4096 ? strerror(-rc) : slimioStrerror(rc));
     serverLog(LL_NOTICE, "SlimIO: formatted %s: WAL %llu LBAs at %llu, 3 slots of %llu LBAs at "
-              "%llu (LBA %u bytes, format id %016llx)", S.be.dev.path,
+              "%llu (LBA %u bytes, format id %016llx); deallocated %llu LBAs%s", S.be.dev.path,
               (unsigned long long)m.wal_lbas, (unsigned long long)m.wal_start,
               (unsigned long long)m.slot_lbas, (unsigned long long)m.slot_start, m.lba_size,
-              (unsigned long long)m.format_id);
+              (unsigned long long)m.format_id,
+              (unsigned long long)(S.dealloc.stats.lbas - before.lbas),
+              !slimio_cfg.deallocate ? " (slimio-deallocate no)"
+              : S.dealloc.stats.unsupported > before.unsupported ? " (not supported by the device)"
+              : "");
     S.meta = m;
 }
 
@@ -170,6 +185,11 @@ void slimioServerInit(void) {
         "metadata", "slimio-placement-wal", "slimio-placement-wal-snapshot",
         "slimio-placement-on-demand"};
     if (slimioDevSetPlacement(&S.be.dev, place, names, err, sizeof(err)) < 0) fatal("%s", err);
+    slimioDeallocInit(&S.dealloc, &S.be.io, slimio_cfg.deallocate,
+                      slimioDevDeallocSupport(&S.be.dev), deallocWarn, NULL);
+    if (slimio_cfg.trace_marker && slimio_cfg.trace_marker[0] &&
+        slimioDeallocOpenMarker(&S.dealloc, slimio_cfg.trace_marker, err, sizeof(err)) < 0)
+        fatal("slimio-trace-marker: %s", err);
     if (S.be.dev.is_nvme) {
         char desc[256];
         slimioNvmeDescribe(&S.be.dev.nvme, desc, sizeof(desc));
@@ -476,9 +496,50 @@ static int writeSnapshot(int kind, rdbSaveInfo *rsi) {
     return C_OK;
 }
 
+/* Whether m, once committed, is the record recovery picks: it must pass the same checks
+ * as when it is read back (slimioMetaDecode), else recovery would fall back to the record
+ * before it, which still references what a promotion frees. */
+static int recordIsSound(const slimioMeta *m) {
+    unsigned char rec[SLIMIO_META_RECORD_SIZE];
+    slimioMeta back;
+    slimioMetaEncode(m, rec);
+    return slimioMetaDecode(rec, &back) == SLIMIO_OK;
+}
+
+/* After a promotion's commit is durable (S.meta is the committed record, before the one it
+ * replaced): deallocate what no record recovery can pick references any more, each range
+ * synchronously, before the caller releases the WAL's space for new writes:
+ *   - a WAL-Snapshot's promotion (root set): the old WAL generations, from the old oldest
+ *     live generation's first LBA up to root's (circular; the live WAL starts at root);
+ *   - the slot that became the Reserve, whole: the Reserve is never read, and a whole slot
+ *     also frees what a failed snapshot or a crash before an earlier deallocation left
+ *     there, which its last length does not cover.
+ * Failpoints promote.after-dealloc-wal (WAL-Snapshot only) and promote.after-dealloc-slot. */
+static void deallocAfterPromotion(const slimioMeta *before, const slimioWalGen *root,
+                                  int demoted) {
+    if (!recordIsSound(&S.meta)) {
+        serverLog(LL_WARNING, "SlimIO: the committed metadata record %llu does not check; "
+                  "nothing is deallocated", (unsigned long long)S.meta.seq);
+        return;
+    }
+    if (root) {
+        const slimioWalGen *old = &before->gens[0];
+        slimioLbaRange r[2];
+        int n = old->gen && old->gen < root->gen
+            ? slimioWalFreeRanges(&S.meta, old->start_lba, root->start_lba, r) : 0;
+        for (int i = 0; i < n; i++)
+            slimioDeallocRange(&S.dealloc, r[i].lba, r[i].nlb, SLIMIO_DEALLOC_WAL);
+        slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_DEALLOC_WAL);
+    }
+    slimioDeallocRange(&S.dealloc, slimioSlotLba(&S.meta, demoted), S.meta.slot_lbas,
+                       SLIMIO_DEALLOC_SLOT);
+    slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_DEALLOC_SLOT);
+}
+
 /* Promote the reported snapshot: one metadata commit makes the Reserve slot the new
  * WAL-Snapshot (with root as its first WAL generation) or On-Demand snapshot, and the slot
- * it replaces the Reserve. */
+ * it replaces the Reserve; then what became dead is deallocated (deallocAfterPromotion)
+ * and, for a WAL-Snapshot, the WAL's space before root is released. */
 static int promote(const slimioReport *rep, const slimioWalGen *root) {
     int role = rep->kind == SLIMIO_KIND_WAL_SNAPSHOT ? SLIMIO_ROLE_WAL_SNAPSHOT : SLIMIO_ROLE_ON_DEMAND;
     int old = slotWithRole(&S.meta, role);
@@ -497,10 +558,15 @@ static int promote(const slimioReport *rep, const slimioWalGen *root) {
     memset(&next.slots[old], 0, sizeof(next.slots[old]));
     next.slots[old].role = SLIMIO_ROLE_RESERVE;
     if (root) {
-        /* The WAL before root is no longer needed. */
+        /* The WAL before root is no longer needed. gens[] must ascend: an entry not newer
+         * than root goes (root itself, or the old history's newest generation when the
+         * WAL is rebased after an On-Demand restore, which would make the record fail its
+         * checks and recovery fall back to the one before). */
         next.gens[0] = *root;
-        if (next.gens[1].gen == root->gen) memset(&next.gens[1], 0, sizeof(next.gens[1]));
+        if (next.gens[1].gen <= root->gen) memset(&next.gens[1], 0, sizeof(next.gens[1]));
     }
+    slimioMeta before = S.meta;
+    uint64_t freed = S.dealloc.stats.lbas;
     int rc = slimioMetaCommit(&S.be.io, &next);
     if (rc) {
         serverLog(LL_WARNING, "SlimIO: committing the promotion of slot %d failed: %s", rep->slot,
@@ -509,6 +575,7 @@ static int promote(const slimioReport *rep, const slimioWalGen *root) {
     }
     S.meta = next;
     slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_COMMIT);
+    deallocAfterPromotion(&before, root, old);
     if (root && S.wal_open) slimioWalRelease(&S.wal, root);
     S.snapshots[rep->kind]++;
     S.promotions++;
@@ -516,8 +583,10 @@ static int promote(const slimioReport *rep, const slimioWalGen *root) {
     S.last_snapshot_s = rep->seconds;
     S.last_snapshot_kind = rep->kind;
     atomic_fetch_add(&S.be.bytes_written[rep->kind], rep->pid != getpid() ? rep->device_bytes : 0);
-    serverLog(LL_NOTICE, "SlimIO: slot %d promoted to %s (%llu bytes); slot %d is the Reserve",
-              rep->slot, slimioRoleName((uint8_t)role), (unsigned long long)rep->length, old);
+    serverLog(LL_NOTICE, "SlimIO: slot %d promoted to %s (%llu bytes); slot %d is the Reserve; "
+              "%llu LBAs deallocated", rep->slot, slimioRoleName((uint8_t)role),
+              (unsigned long long)rep->length, old,
+              (unsigned long long)(S.dealloc.stats.lbas - freed));
     return C_OK;
 }
 
@@ -709,6 +778,16 @@ sds slimioGenInfoString(sds info) {
     for (int k = 0; k < SLIMIO_KINDS; k++)
         info = sdscatprintf(info, "slimio_bytes_written_%s:%llu\r\n", kindName(k),
                             (unsigned long long)atomic_load(&S.be.bytes_written[k]));
+    const slimioDeallocStats *ds = &S.dealloc.stats;
+    info = sdscatprintf(info,
+        "slimio_dealloc_enabled:%d\r\nslimio_dealloc_supported:%d\r\n"
+        "slimio_dealloc_commands:%llu\r\nslimio_dealloc_lbas:%llu\r\n"
+        "slimio_dealloc_unsupported:%llu\r\nslimio_dealloc_errors:%llu\r\n"
+        "slimio_dealloc_marker_errors:%llu\r\nslimio_trace_marker:%s\r\n",
+        S.dealloc.enabled, S.dealloc.supported, (unsigned long long)ds->commands,
+        (unsigned long long)ds->lbas, (unsigned long long)ds->unsupported,
+        (unsigned long long)ds->errors, (unsigned long long)ds->marker_errors,
+        S.dealloc.marker_path ? S.dealloc.marker_path : "");
     info = sdscatprintf(info,
         "slimio_sqpoll:%d\r\nslimio_snapshots_wal_snapshot:%llu\r\nslimio_snapshots_on_demand:%llu\r\n"
         "slimio_promotions:%llu\r\nslimio_last_snapshot_kind:%s\r\nslimio_last_snapshot_bytes:%llu\r\n"

@@ -35,6 +35,8 @@ typedef struct slimioConfig {
     int ring_entries;
     long long wal_buffer_size, readahead_size, snapshot_buffer_size;
     int load_snapshot;
+    int deallocate;             /* slimio-deallocate */
+    char *trace_marker;         /* slimio-trace-marker, NULL = none */
 } slimioConfig;
 
 extern slimioConfig slimio_cfg;
@@ -73,13 +75,15 @@ void slimioAofBackgroundFsync(void);
 
 /* Fork child of a rewrite: the WAL-Snapshot into the Reserve slot. C_OK / C_ERR. */
 int slimioRewriteAppendOnlyFile(void);
-/* Parent, rewrite child exited 0: promote the WAL-Snapshot, release the old WAL. */
+/* Parent, rewrite child exited 0: promote the WAL-Snapshot, deallocate the old WAL and
+ * the new Reserve slot, release the old WAL. */
 int slimioRewriteDone(void);
 
 /* rdbSave() (BGSAVE child, SAVE, shutdown): an On-Demand snapshot into the Reserve slot;
  * promoted at once when called in the main process. C_OK / C_ERR. */
 int slimioRdbSave(int req, rdbSaveInfo *rsi, int rdbflags);
-/* Parent, BGSAVE child exited 0: promote the On-Demand snapshot. C_OK / C_ERR. */
+/* Parent, BGSAVE child exited 0: promote the On-Demand snapshot and deallocate the new
+ * Reserve slot. C_OK / C_ERR. */
 int slimioBgsaveDone(void);
 
 /* CONFIG SET appendonly while SlimIO owns the AOF: refused. */

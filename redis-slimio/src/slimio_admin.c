@@ -2,7 +2,7 @@
  *
  *   slimio-admin format   --device PATH [--wal-mib N] [--slot-mib N] [--lba-size N] [--force]
  *                         [--placement-wal ID] [--placement-wal-snapshot ID]
- *                         [--placement-on-demand ID]
+ *                         [--placement-on-demand ID] [--no-deallocate] [--trace-marker PATH]
  *   slimio-admin inspect  --device PATH [--lba-size N] [--json]
  *   slimio-admin device   --device PATH [--lba-size N]
  *   slimio-admin export   --device PATH --slot SLOT --output FILE.rdb [--lba-size N] [--force]
@@ -16,6 +16,10 @@
  * checking it against the device's reclaim unit handle status.
  * format refuses a device that carries a file system, partition table, swap, LUKS or
  * another SlimIO layout unless --force is given, and a device too small for the layout.
+ * It deallocates the WAL region and the three slots before committing the metadata (like
+ * mkfs discarding a device; --no-deallocate: not), writing a line per range to the
+ * trace marker first when --trace-marker names one (slimio_dealloc.h), and prints what it
+ * deallocated.
  * export writes the RDB image of one valid snapshot slot (SLOT: wal-snapshot, reserve,
  * on-demand, or the slot number 0, 1, 2) after checking its CRC32C against the metadata.
  * dump-wal writes the live WAL as an AOF stream: the payloads of the chain of generations,
@@ -35,6 +39,7 @@
 #include <unistd.h>
 
 #include "slimio_crc32c.h"
+#include "slimio_dealloc.h"
 #include "slimio_dev.h"
 #include "slimio_format.h"
 
@@ -46,6 +51,7 @@ static void usage(void) {
         "[--lba-size N] [--force]\n"
         "                             [--placement-wal ID] [--placement-wal-snapshot ID] "
         "[--placement-on-demand ID]\n"
+        "                             [--no-deallocate] [--trace-marker PATH]\n"
         "       slimio-admin inspect  --device PATH [--lba-size N] [--json]\n"
         "       slimio-admin device   --device PATH [--lba-size N]\n"
         "       slimio-admin export   --device PATH --slot wal-snapshot|reserve|on-demand|0|1|2 "
@@ -206,9 +212,17 @@ static int outCommit(outFile *o, int force) {
 
 /* --- format ---------------------------------------------------------------------------- */
 
-/* Format dev unless it carries anything worth keeping (or force). Returns the exit
- * status. */
-static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int force) {
+/* slimioDealloc's warnings go to stderr. */
+static void deallocWarn(void *ctx, const char *msg) {
+    (void)ctx;
+    fprintf(stderr, "slimio-admin: %s\n", msg);
+}
+
+/* Format dev unless it carries anything worth keeping (or force), deallocating the WAL
+ * region and the slots unless told not to (deallocate 0), with a trace-marker line per
+ * range when marker names a file. Returns the exit status. */
+static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int force,
+                     int deallocate, const char *marker) {
     const char *sig = slimioDevForeignSignature(dev);
     slimioMeta m;
     int st = slimioMetaLoad(&dev->io, &m);
@@ -240,7 +254,15 @@ static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int fo
         return 1;
     }
     for (int k = 1; k < SLIMIO_KINDS; k++) m.placement[k] = dev->placement[k];
-    int rc = slimioFormatDevice(&dev->io, &m);
+    slimioDealloc dealloc;
+    slimioDeallocInit(&dealloc, &dev->io, deallocate, slimioDevDeallocSupport(dev),
+                      deallocWarn, NULL);
+    if (marker && slimioDeallocOpenMarker(&dealloc, marker, err, sizeof(err)) < 0) {
+        fprintf(stderr, "slimio-admin: --trace-marker: %s\n", err);
+        return 1;
+    }
+    int rc = slimioFormatDevice(&dev->io, &m, &dealloc);
+    slimioDeallocClose(&dealloc);
     if (rc) {
         fprintf(stderr, "slimio-admin: writing the metadata of %s failed: %s\n", dev->path,
                 slimioStrerror(rc));
@@ -250,6 +272,17 @@ static int cmdFormat(slimioDev *dev, uint64_t wal_mib, uint64_t slot_mib, int fo
            (unsigned long long)m.format_id,
            (unsigned long long)(m.wal_lbas * m.lba_size >> 20),
            (unsigned long long)(m.slot_lbas * m.lba_size >> 20));
+    const slimioDeallocStats *ds = &dealloc.stats;
+    if (!deallocate)
+        printf("deallocated nothing (--no-deallocate)\n");
+    else if (ds->unsupported)
+        printf("deallocated nothing: %s does not support deallocation\n", dev->path);
+    else
+        printf("deallocated %llu LBAs (%llu MiB) from LBA %llu in %llu command(s)%s\n",
+               (unsigned long long)ds->lbas,
+               (unsigned long long)(ds->lbas * m.lba_size >> 20),
+               (unsigned long long)m.wal_start, (unsigned long long)ds->commands,
+               ds->errors ? " (some failed: see above)" : "");
     return 0;
 }
 
@@ -733,9 +766,10 @@ static int cmdDevice(const slimioDev *dev) {
                n->fdp_enabled ? "true" : "false", n->fdp_config_index, n->endgid,
                n->mdts_bytes, n->max_io_bytes);
         for (unsigned i = 0; i < n->npids; i++) printf("%s%u", i ? ", " : "", n->pids[i]);
-        printf("]");
+        printf("], \"dsm\": %s, \"dmrl\": %u, \"dmrsl\": %u, \"dmsl\": %llu",
+               n->dsm ? "true" : "false", n->dmrl, n->dmrsl, (unsigned long long)n->dmsl);
     }
-    printf("}\n");
+    printf(", \"deallocate\": %d}\n", slimioDevDeallocSupport(dev));
     return 0;
 }
 
@@ -755,7 +789,8 @@ int main(int argc, char **argv) {
     if (argc < 2) usage();
     const char *cmd = argv[1], *path = NULL, *output = NULL;
     uint64_t wal_mib = 1024, slot_mib = 1024, lba_size = 0, from_gen = 0;
-    int force = 0, json = 0, have_slot = 0;
+    int force = 0, json = 0, have_slot = 0, deallocate = 1;
+    const char *marker = NULL;
     int place[SLIMIO_KINDS] = {-1, -1, -1, -1};
     static const char *const place_names[SLIMIO_KINDS] = {
         "metadata", "--placement-wal", "--placement-wal-snapshot", "--placement-on-demand"};
@@ -776,6 +811,8 @@ int main(int argc, char **argv) {
             place[SLIMIO_KIND_WAL_SNAPSHOT] = parsePlacement(a, argv[++i]);
         else if (!strcmp(a, "--placement-on-demand") && more)
             place[SLIMIO_KIND_ON_DEMAND] = parsePlacement(a, argv[++i]);
+        else if (!strcmp(a, "--trace-marker") && more) marker = argv[++i];
+        else if (!strcmp(a, "--no-deallocate")) deallocate = 0;
         else if (!strcmp(a, "--force")) force = 1;
         else if (!strcmp(a, "--json")) json = 1;
         else {
@@ -818,7 +855,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     int rc;
-    if (!strcmp(cmd, "format")) rc = cmdFormat(&dev, wal_mib, slot_mib, force);
+    if (!strcmp(cmd, "format")) rc = cmdFormat(&dev, wal_mib, slot_mib, force, deallocate, marker);
     else if (!strcmp(cmd, "device")) rc = cmdDevice(&dev);
     else if (is_export) rc = cmdExport(&dev, slot, output, force);
     else if (is_dump) rc = cmdDumpWal(&dev, from_gen, output, force);

@@ -118,6 +118,13 @@ static int countedFlush(void *ctx) {
     return be->dev.io.flush(be->dev.io.ctx);
 }
 
+/* Deallocation is synchronous on every backend (slimio_dealloc.h says why): punch/discard
+ * or Dataset Management through the device's own ioctl path, not a ring. */
+static int countedDeallocate(void *ctx, uint64_t lba, uint64_t nlb) {
+    slimioBackend *be = ctx;
+    return be->dev.io.deallocate(be->dev.io.ctx, lba, nlb);
+}
+
 const char *slimioBackendTypeName(slimioBackendType type) {
     return type == SLIMIO_BACKEND_NVME ? "nvme" : "file";
 }
@@ -155,6 +162,7 @@ int slimioBackendOpen(slimioBackend *be, slimioBackendType type, const char *pat
     be->io.read = countedRead;
     be->io.write = countedWrite;
     be->io.flush = countedFlush;
+    be->io.deallocate = be->dev.io.deallocate ? countedDeallocate : NULL;
     return 0;
 }
 

@@ -13,7 +13,15 @@
  *         DTYPE=2 and the data kind's placement id as DSPEC when one is set (FDP), none
  *         otherwise. Durability follows the namespace's volatile write cache: with one, FUA
  *         writes and NVMe Flush; without, a completed write is durable and a flush is a
- *         no-op. Commands are at most the namespace's transfer limit (slimio_nvme.h). */
+ *         no-op. Commands are at most the namespace's transfer limit (slimio_nvme.h).
+ *
+ * Deallocation (be->io.deallocate, used through slimio_dealloc.h) is synchronous on both:
+ * file punches a hole in a regular file (fallocate PUNCH_HOLE|KEEP_SIZE) or discards on a
+ * block device (BLKDISCARD); nvme sends Dataset Management with the Deallocate attribute
+ * (when Identify Controller ONCS bit 2 says the controller has it) through the ioctl path.
+ * It returns only once the device completed it: NVMe orders nothing between commands in
+ * flight, so a deallocation still in flight could discard data written later to the same
+ * LBAs. Write Zeroes is never used (QEMU counts it as host writes in its FDP statistics). */
 #ifndef SLIMIO_BACKEND_H
 #define SLIMIO_BACKEND_H
 

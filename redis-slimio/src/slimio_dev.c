@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <unistd.h>
 
 static int devRead(void *ctx, uint64_t lba, uint32_t nlb, void *buf) {
@@ -42,6 +43,48 @@ static int devWrite(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slim
 
 static int devFlush(void *ctx) {
     return fdatasync(((slimioDev *)ctx)->fd) ? -errno : 0;
+}
+
+/* Deallocation, synchronous (slimio_dealloc.h says why). A regular file: punch a hole
+ * (KEEP_SIZE); a block device: BLKDISCARD, never fallocate, which issues write-zeroes
+ * there. EOPNOTSUPP (the file system or device cannot) is reported as such. */
+static int devDeallocate(void *ctx, uint64_t lba, uint64_t nlb) {
+    slimioDev *dev = ctx;
+    uint64_t off = lba * dev->lba_size, len = nlb * dev->lba_size;
+    int rc;
+    if (!nlb) return 0;
+    if (dev->is_blockdev) {
+        uint64_t range[2] = {off, len};
+        do rc = ioctl(dev->fd, BLKDISCARD, range); while (rc < 0 && errno == EINTR);
+    } else {
+        do rc = fallocate(dev->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, (off_t)off,
+                          (off_t)len);
+        while (rc < 0 && errno == EINTR);
+    }
+    if (rc < 0) return errno == EOPNOTSUPP || errno == ENOTTY ? -EOPNOTSUPP : -errno;
+    return 1;
+}
+
+/* Dataset Management (Deallocate), synchronous through the ioctl path; -EOPNOTSUPP when
+ * the controller has none (slimio_nvme.h). */
+static int nvmeDeallocate(void *ctx, uint64_t lba, uint64_t nlb) {
+    slimioDev *dev = ctx;
+    return slimioNvmeSyncDeallocate(dev->fd, &dev->nvme, lba, nlb, NULL);
+}
+
+int slimioDevDeallocSupport(const slimioDev *dev) {
+    if (dev->is_nvme) return dev->nvme.dsm;
+    if (!dev->is_blockdev) return -1;   /* the file system decides: known when tried */
+    struct stat st;
+    if (fstat(dev->fd, &st) < 0) return -1;
+    char p[128];
+    snprintf(p, sizeof(p), "/sys/dev/block/%u:%u/queue/discard_max_bytes", major(st.st_rdev),
+             minor(st.st_rdev));
+    FILE *f = fopen(p, "r");
+    unsigned long long v = 0;
+    int known = f && fscanf(f, "%llu", &v) == 1;
+    if (f) fclose(f);
+    return known ? v > 0 : -1;
 }
 
 /* Passthru: commands of at most max_io_bytes; the write carries its kind's placement. */
@@ -155,8 +198,10 @@ int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err
     dev->fd = fd;
     dev->path = strdup(path);
     dev->io = dev->is_nvme
-        ? (slimioBlockIo){dev, dev->lba_size, dev->lbas, nvmeRead, nvmeWrite, nvmeFlush}
-        : (slimioBlockIo){dev, dev->lba_size, dev->lbas, devRead, devWrite, devFlush};
+        ? (slimioBlockIo){dev, dev->lba_size, dev->lbas, nvmeRead, nvmeWrite, nvmeFlush,
+                          nvmeDeallocate}
+        : (slimioBlockIo){dev, dev->lba_size, dev->lbas, devRead, devWrite, devFlush,
+                          devDeallocate};
     return 0;
 }
 

@@ -21,7 +21,8 @@ typedef struct slimioDev {
     uint64_t lbas;
     slimioNvmeInfo nvme;    /* discovery (is_nvme only) */
     uint16_t placement[SLIMIO_KINDS];  /* PID per data kind, SLIMIO_NO_PLACEMENT = none */
-    slimioBlockIo io;       /* synchronous I/O: pread/pwrite with O_DIRECT, or passthru */
+    slimioBlockIo io;       /* synchronous I/O: pread/pwrite with O_DIRECT, or passthru;
+                               deallocation: hole punch, BLKDISCARD, or Dataset Management */
 } slimioDev;
 
 /* Open path read-write. Regular files (lba_size, 0 = 4096, and their size) and block
@@ -37,6 +38,11 @@ int slimioDevOpen(slimioDev *dev, const char *path, uint32_t lba_size, char *err
 int slimioDevSetPlacement(slimioDev *dev, const int placement[SLIMIO_KINDS],
                           const char *const names[SLIMIO_KINDS], char *err, size_t errlen);
 void slimioDevClose(slimioDev *dev);
+
+/* What is known before trying whether dev can deallocate (dev->io.deallocate): 1 yes, 0 no,
+ * -1 not until tried. NVMe: Identify Controller ONCS bit 2 (Dataset Management); a block
+ * device: its queue's discard_max_bytes; a regular file: its file system decides (-1). */
+int slimioDevDeallocSupport(const slimioDev *dev);
 
 /* Look for a foreign signature in the first blocks of the device. Returns NULL when there is
  * none, else a static description ("an ext2/3/4 file system", "a GPT partition table", ...). */

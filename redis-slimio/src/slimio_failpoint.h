@@ -30,7 +30,9 @@
     X(SNAPSHOT_AFTER_WRITE,   "snapshot.after-write")   /* child: all data written, not flushed */ \
     X(SNAPSHOT_AFTER_FLUSH,   "snapshot.after-flush")   /* child: snapshot durable, not reported */ \
     X(PROMOTE_BEFORE_COMMIT,  "promote.before-commit")  /* parent: snapshot reported, metadata not committed */ \
-    X(PROMOTE_AFTER_COMMIT,   "promote.after-commit")   /* parent: promotion durable, old WAL not released */
+    X(PROMOTE_AFTER_COMMIT,   "promote.after-commit")   /* parent: promotion durable, nothing deallocated */ \
+    X(PROMOTE_AFTER_DEALLOC_WAL, "promote.after-dealloc-wal")   /* parent: old WAL deallocated, old slot not */ \
+    X(PROMOTE_AFTER_DEALLOC_SLOT, "promote.after-dealloc-slot") /* parent: new Reserve deallocated, WAL not released */
 
 typedef enum {
 #define SLIMIO_FP_ENUM(id, name) SLIMIO_FP_##id,

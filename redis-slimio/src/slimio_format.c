@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "slimio_crc32c.h"
+#include "slimio_dealloc.h"
 #include "slimio_failpoint.h"
 
 /* Metadata record field offsets. */
@@ -252,13 +253,19 @@ int slimioMetaCommit(const slimioBlockIo *io, slimioMeta *m) {
     return rc;
 }
 
-int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m) {
+int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m, struct slimioDealloc *dealloc) {
     unsigned char *zero = blockAlloc(io->lba_size, 2);
     if (!zero) return -ENOMEM;
     memset(zero, 0, (size_t)io->lba_size * 2);
     int rc = io->write(io->ctx, 0, 2, zero, SLIMIO_KIND_META);
     free(zero);
     if (!rc) rc = io->flush(io->ctx);
+    if (!rc && dealloc) {
+        slimioLbaRange r[2];
+        int n = slimioFormatRanges(m, r);
+        for (int i = 0; i < n; i++)
+            slimioDeallocRange(dealloc, r[i].lba, r[i].nlb, SLIMIO_DEALLOC_FORMAT);
+    }
     m->seq = 0;
     if (!rc) rc = slimioMetaCommit(io, m);
     return rc;

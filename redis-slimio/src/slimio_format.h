@@ -90,7 +90,15 @@ typedef struct slimioMeta {
 } slimioMeta;
 
 /* Synchronous block I/O used for metadata and recovery (the WAL and snapshot streams use
- * io_uring rings on top of the same device). Each call returns 0 or a negative errno. */
+ * io_uring rings on top of the same device). read, write and flush return 0 or a negative
+ * errno.
+ *
+ * deallocate (NULL: the device has none) tells the device that nlb LBAs from lba hold
+ * nothing of value any more, and returns only once the device completed it (see
+ * slimio_dealloc.h for why it must be synchronous). It returns the number of device
+ * commands it took (>= 1), -EOPNOTSUPP when the device cannot deallocate (nothing was
+ * done; not an error), or another negative errno. Afterwards a read of those LBAs returns
+ * zeroes, another fixed pattern or the old data: SlimIO treats all three alike. */
 typedef struct slimioBlockIo {
     void *ctx;
     uint32_t lba_size;
@@ -98,7 +106,10 @@ typedef struct slimioBlockIo {
     int (*read)(void *ctx, uint64_t lba, uint32_t nlb, void *buf);
     int (*write)(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slimioDataKind kind);
     int (*flush)(void *ctx);
+    int (*deallocate)(void *ctx, uint64_t lba, uint64_t nlb);
 } slimioBlockIo;
+
+struct slimioDealloc;
 
 const char *slimioStrerror(int err);
 const char *slimioRoleName(uint8_t role);
@@ -132,8 +143,11 @@ int slimioMetaCommit(const slimioBlockIo *io, slimioMeta *m);
 
 /* Write a fresh layout m (from slimioLayoutPlan, with its format_id set): both metadata
  * LBAs are zeroed and flushed first, so that no record of an earlier format can outrank
- * the new one, then m is committed as record 1. */
-int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m);
+ * the new one; then the WAL region and the three slots are deallocated through dealloc
+ * (NULL: not at all; why=format), like mkfs discarding a device: nothing there is
+ * referenced any more, and no record can reference it before the commit; then m is
+ * committed as record 1. A failed deallocation is counted, never an error. */
+int slimioFormatDevice(const slimioBlockIo *io, slimioMeta *m, struct slimioDealloc *dealloc);
 
 /* WAL block framing. payload capacity = lba_size - SLIMIO_WAL_HDR_SIZE. */
 static inline uint32_t slimioWalPayload(uint32_t lba_size) {

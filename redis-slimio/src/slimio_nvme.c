@@ -15,6 +15,8 @@ static uint32_t le32(const unsigned char *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static uint64_t le64(const unsigned char *p) { return le32(p) | (uint64_t)le32(p + 4) << 32; }
+static void put32(unsigned char *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = v >> (8 * i); }
+static void put64(unsigned char *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = v >> (8 * i); }
 
 slimioNvmeRw slimioNvmeEncodeRw(uint8_t opcode, uint64_t slba, uint32_t nlb,
                                 uint16_t placement, int fua) {
@@ -47,6 +49,33 @@ void slimioNvmeParseIdCtrl(const unsigned char *id, slimioNvmeInfo *info) {
     info->mdts_bytes = mdts ? (mdts >= 20 ? 0 : 4096u << mdts) : 0;
     info->fdp_supported = (le32(id + 96) >> 19) & 1;   /* CTRATT.FDPS */
     info->vwc = id[525] & 1;
+    info->dsm = (le16(id + 520) >> 2) & 1;             /* ONCS bit 2: Dataset Management */
+}
+
+void slimioNvmeParseIdCtrlNvm(const unsigned char *id, slimioNvmeInfo *info) {
+    info->dmrl = id[3];
+    info->dmrsl = le32(id + 4);
+    info->dmsl = le64(id + 8);
+}
+
+unsigned slimioNvmeEncodeDsm(const slimioNvmeInfo *info, uint64_t slba, uint64_t nlb,
+                             unsigned char *buf, uint64_t *covered) {
+    unsigned max_ranges = info->dmrl ? info->dmrl : SLIMIO_NVME_DSM_MAX_RANGES;
+    uint64_t range_max = info->dmrsl ? info->dmrsl : SLIMIO_NVME_DSM_MAX_RANGE_LBAS;
+    uint64_t left = info->dmsl && info->dmsl < nlb ? info->dmsl : nlb;
+    unsigned n = 0;
+    *covered = 0;
+    while (left && n < max_ranges) {
+        uint64_t len = left < range_max ? left : range_max;
+        unsigned char *d = buf + (size_t)n * SLIMIO_NVME_DSM_RANGE_BYTES;
+        put32(d, 0);                        /* context attributes: none */
+        put32(d + 4, (uint32_t)len);        /* length in LBAs */
+        put64(d + 8, slba + *covered);      /* starting LBA */
+        *covered += len;
+        left -= len;
+        n++;
+    }
+    return n;
 }
 
 int slimioNvmeParseRuhStatus(const unsigned char *buf, size_t len, slimioNvmeInfo *info) {
@@ -86,6 +115,36 @@ int slimioNvmeSyncRw(int fd, uint32_t nsid, const slimioNvmeRw *rw, void *buf, u
 int slimioNvmeSyncFlush(int fd, uint32_t nsid, uint32_t *status) {
     struct nvme_passthru_cmd cmd = {.opcode = SLIMIO_NVME_OP_FLUSH, .nsid = nsid};
     return passthru(fd, NVME_IOCTL_IO_CMD, &cmd, status);
+}
+
+/* Synchronous on purpose: the ioctl returns once the controller completed the command.
+ * NVMe orders nothing between commands in flight, so a deallocation still in flight could
+ * discard data written later to the same LBAs (the WAL ring wraps into freed space, and
+ * the Reserve slot is rewritten by the next snapshot); the caller writes there only after
+ * this returns. */
+int slimioNvmeSyncDeallocate(int fd, const slimioNvmeInfo *info, uint64_t slba, uint64_t nlb,
+                             uint32_t *status) {
+    if (!info->dsm) return -EOPNOTSUPP;
+    if (!nlb) return 0;
+    unsigned char *buf = NULL;
+    size_t len = SLIMIO_NVME_DSM_MAX_RANGES * SLIMIO_NVME_DSM_RANGE_BYTES;
+    if (posix_memalign((void **)&buf, 4096, len)) return -ENOMEM;
+    int commands = 0, rc = 0;
+    while (nlb) {
+        uint64_t covered;
+        memset(buf, 0, len);
+        unsigned n = slimioNvmeEncodeDsm(info, slba, nlb, buf, &covered);
+        struct nvme_passthru_cmd cmd = {
+            .opcode = SLIMIO_NVME_OP_DSM, .nsid = info->nsid, .addr = (uint64_t)(uintptr_t)buf,
+            .data_len = n * SLIMIO_NVME_DSM_RANGE_BYTES, .cdw10 = n - 1,
+            .cdw11 = SLIMIO_NVME_DSM_AD};
+        if ((rc = passthru(fd, NVME_IOCTL_IO_CMD, &cmd, status)) < 0) break;
+        commands++;
+        slba += covered;
+        nlb -= covered;
+    }
+    free(buf);
+    return rc < 0 ? rc : commands;
 }
 
 /* The block layer's limits of the namespace (/sys/block/nvmeXnY/queue for /dev/ngXnY):
@@ -146,6 +205,16 @@ int slimioNvmeDiscover(int fd, const char *path, slimioNvmeInfo *info, char *err
         }
         if (cns == 0) slimioNvmeParseIdNs(id, info);
         else slimioNvmeParseIdCtrl(id, info);
+    }
+    if (!step && info->dsm) {
+        /* The NVM command set's controller data (CNS 06h, CSI 00h) holds the Dataset
+         * Management limits. Optional: a controller without it reports none (QEMU skips a
+         * range longer than its DMRSL without an error, so the limit matters). */
+        memset(id, 0, 4096);
+        struct nvme_passthru_cmd cmd = {.opcode = SLIMIO_NVME_ADMIN_IDENTIFY,
+                                        .addr = (uint64_t)(uintptr_t)id, .data_len = 4096,
+                                        .cdw10 = 0x06, .cdw11 = 0 /* CSI 00h: NVM */};
+        if (passthru(fd, NVME_IOCTL_ADMIN_CMD, &cmd, &st) == 0) slimioNvmeParseIdCtrlNvm(id, info);
     }
     if (!step && info->fdp_supported) {
         struct nvme_passthru_cmd cmd = {.opcode = SLIMIO_NVME_ADMIN_GET_FEATURES,
@@ -253,8 +322,10 @@ void slimioNvmeDescribe(const slimioNvmeInfo *info, char *out, size_t outlen) {
             snprintf(pids, sizeof(pids), "%u%s", info->pids[0], info->npids > 1 ? ", ..." : "");
     }
     snprintf(out, outlen, "nsid %u, %llu x %u-byte LBAs, write cache %s, FDP %s, placement ids "
-             "%s, max command %u KiB", info->nsid, (unsigned long long)info->lbas,
-             info->lba_size, info->vwc ? "on (FUA/Flush)" : "off",
+             "%s, max command %u KiB, deallocation %s", info->nsid,
+             (unsigned long long)info->lbas, info->lba_size,
+             info->vwc ? "on (FUA/Flush)" : "off",
              !info->fdp_supported ? "not supported" : info->fdp_enabled ? "enabled" : "disabled",
-             pids, info->max_io_bytes / 1024);
+             pids, info->max_io_bytes / 1024,
+             info->dsm ? "Dataset Management" : "not supported (ONCS bit 2 clear)");
 }

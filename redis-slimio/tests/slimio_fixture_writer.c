@@ -133,7 +133,7 @@ int main(int argc, char **argv) {
                              sizeof(err)) != SLIMIO_OK) die("%s", err);
         if (getrandom(&m.format_id, sizeof(m.format_id), 0) != sizeof(m.format_id))
             die("getrandom failed%s", "");
-        int rc = slimioFormatDevice(&dev.io, &m);
+        int rc = slimioFormatDevice(&dev.io, &m, NULL);
         if (rc) die("format failed: %s", slimioStrerror(rc));
     } else {
         int rc = slimioMetaLoad(&dev.io, &m);

@@ -1,8 +1,10 @@
 /* Unit tests of SlimIO's on-device format: CRC32C, layout, metadata records (alternation,
  * torn and failed writes, failpoints including a real crash in a child process) and the
  * WAL framing and recovery scan (torn tails, stale and corrupt blocks, wrap-around), and
- * the chain of WAL generations (slimioWalSuccessor), and the NVMe passthru encoders and
- * discovery parsers (slimio_nvme.h) on data structures laid out as the NVMe spec says.
+ * the chain of WAL generations (slimioWalSuccessor), the NVMe passthru encoders and
+ * discovery parsers (slimio_nvme.h) on data structures laid out as the NVMe spec says, and
+ * deallocation (slimio_dealloc.h): the WAL ranges freed around the circular region, the
+ * trace-marker line written before each range, the counters, and format's ordering.
  *
  * The device is a RAM disk in shared memory, so a forked child's writes are visible to the
  * parent after the child is killed. Prints "N passed, N failed" and exits non-zero on any
@@ -19,6 +21,7 @@
 #include <unistd.h>
 
 #include "slimio_crc32c.h"
+#include "slimio_dealloc.h"
 #include "slimio_failpoint.h"
 #include "slimio_format.h"
 #include "slimio_nvme.h"
@@ -43,6 +46,11 @@ typedef struct ramdisk {
     int writes, flushes;
     int fail_write_at;        /* fail the n-th write (1-based) with EIO; 0 = never */
     int torn_write_at;        /* the n-th write only lands its first 100 bytes */
+    int dealloc_rc;           /* what deallocate returns instead of deallocating (0: works) */
+    int deallocs;
+    uint64_t dealloc_lba[8], dealloc_nlb[8];
+    int (*on_dealloc)(uint64_t lba, uint64_t nlb);  /* checks at the time of the call */
+    int dealloc_rejected;     /* calls on_dealloc found out of order */
 } ramdisk;
 
 static int ramRead(void *ctx, uint64_t lba, uint32_t nlb, void *buf) {
@@ -66,6 +74,24 @@ static int ramWrite(void *ctx, uint64_t lba, uint32_t nlb, const void *buf, slim
 
 static int ramFlush(void *ctx) { ((ramdisk *)ctx)->flushes++; return 0; }
 
+/* Deallocated LBAs read as zeroes (an NVMe device with DLFEAT 001b, a punched hole). */
+static int ramDeallocate(void *ctx, uint64_t lba, uint64_t nlb) {
+    ramdisk *d = ctx;
+    if (lba + nlb > d->lbas) return -EINVAL;
+    if (d->dealloc_rc) return d->dealloc_rc;
+    if (d->on_dealloc && d->on_dealloc(lba, nlb)) {
+        d->dealloc_rejected++;
+        return -EILSEQ;
+    }
+    if (d->deallocs < 8) {
+        d->dealloc_lba[d->deallocs] = lba;
+        d->dealloc_nlb[d->deallocs] = nlb;
+    }
+    d->deallocs++;
+    memset(d->data + lba * d->lba_size, 0, (size_t)nlb * d->lba_size);
+    return 1;
+}
+
 static ramdisk disk;
 static slimioBlockIo io;
 
@@ -76,7 +102,7 @@ static void diskInit(uint32_t lba_size, uint64_t lbas) {
     disk.lbas = lbas;
     disk.data = mmap(NULL, lbas * lba_size, PROT_READ | PROT_WRITE,
                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    io = (slimioBlockIo){&disk, lba_size, lbas, ramRead, ramWrite, ramFlush};
+    io = (slimioBlockIo){&disk, lba_size, lbas, ramRead, ramWrite, ramFlush, ramDeallocate};
 }
 
 /* A formatted device: layout planned, record 1 committed (seq 1 at LBA 1). */
@@ -232,7 +258,7 @@ static void test_format_erases_records_of_an_earlier_format(void) {
     char err[256];
     CHECK(slimioLayoutPlan(1 << 16, 4096, 16 << 20, 32 << 20, &fresh, err, sizeof(err)) == 0);
     fresh.format_id = 42;
-    CHECK(slimioFormatDevice(&io, &fresh) == 0 && fresh.seq == 1);
+    CHECK(slimioFormatDevice(&io, &fresh, NULL) == 0 && fresh.seq == 1);
     CHECK(slimioMetaLoad(&io, &got) == 0 && got.format_id == 42 && got.seq == 1);
     CHECK(got.wal_lbas == fresh.wal_lbas);
 }
@@ -687,6 +713,258 @@ static void test_nvme_placement_check_names_the_problem(void) {
     CHECK(!slimioNvmeIsGenericPath("/dev/nvme0n1") && !slimioNvmeIsGenericPath("/dev/ng0n1p1"));
 }
 
+/* --- deallocation ------------------------------------------------------------------------ */
+
+static void test_wal_free_ranges_wrap_around_the_region(void) {
+    slimioMeta m;
+    memset(&m, 0, sizeof(m));
+    m.wal_start = 256;
+    m.wal_lbas = 1000;                              /* LBAs 256..1255 */
+    slimioLbaRange r[2];
+    CHECK(slimioWalFreeRanges(&m, 300, 300, r) == 0);           /* nothing between */
+    CHECK(slimioWalFreeRanges(&m, 300, 700, r) == 1);
+    CHECK(r[0].lba == 300 && r[0].nlb == 400);
+    CHECK(slimioWalFreeRanges(&m, 256, 1255, r) == 1);
+    CHECK(r[0].lba == 256 && r[0].nlb == 999);                  /* never the live start */
+    CHECK(slimioWalFreeRanges(&m, 1200, 310, r) == 2);          /* wraps */
+    CHECK(r[0].lba == 1200 && r[0].nlb == 56 && r[1].lba == 256 && r[1].nlb == 54);
+    CHECK(r[0].nlb + r[1].nlb == (310 + 1000 - 1200));
+    CHECK(slimioWalFreeRanges(&m, 1200, 256, r) == 1);          /* up to the region's end */
+    CHECK(r[0].lba == 1200 && r[0].nlb == 56);
+    CHECK(slimioWalFreeRanges(&m, 1255, 1254, r) == 2);         /* all but one block */
+    CHECK(r[0].nlb + r[1].nlb == 999 && r[1].lba + r[1].nlb == 1254);
+    CHECK(slimioWalFreeRanges(&m, 255, 300, r) == -1);          /* outside the region */
+    CHECK(slimioWalFreeRanges(&m, 300, 1256, r) == -1);
+}
+
+static void test_format_ranges_cover_wal_and_slots(void) {
+    slimioMeta m;
+    char err[256];
+    CHECK(slimioLayoutPlan(1 << 16, 4096, 16 << 20, 32 << 20, &m, err, sizeof(err)) == 0);
+    slimioLbaRange r[2];
+    CHECK(slimioFormatRanges(&m, r) == 1);
+    CHECK(r[0].lba == m.wal_start);
+    CHECK(r[0].lba + r[0].nlb == slimioSlotLba(&m, 2) + m.slot_lbas);
+    CHECK(r[0].lba > 1);                                        /* never the metadata */
+    m.slot_start += 256;                                        /* a gap before the slots */
+    CHECK(slimioFormatRanges(&m, r) == 2);
+    CHECK(r[0].lba == m.wal_start && r[0].nlb == m.wal_lbas);
+    CHECK(r[1].lba == m.slot_start && r[1].nlb == 3 * m.slot_lbas);
+}
+
+static void test_dealloc_marker_line_is_exact(void) {
+    char line[128];
+    int n = slimioDeallocMarkerLine(line, sizeof(line), 262400, 4096, SLIMIO_DEALLOC_WAL);
+    CHECK(n == (int)strlen(line));
+    CHECK(!strcmp(line, "slimio_dealloc slba=262400 nlb=4096 why=wal\n"));
+    slimioDeallocMarkerLine(line, sizeof(line), 18446744073709551615ull, 1, SLIMIO_DEALLOC_SLOT);
+    CHECK(!strcmp(line, "slimio_dealloc slba=18446744073709551615 nlb=1 why=slot\n"));
+    slimioDeallocMarkerLine(line, sizeof(line), 256, 7, SLIMIO_DEALLOC_FORMAT);
+    CHECK(!strcmp(line, "slimio_dealloc slba=256 nlb=7 why=format\n"));
+}
+
+static char marker_path[64];
+static int warnings;
+
+static void countWarning(void *ctx, const char *msg) {
+    (void)ctx; (void)msg;
+    warnings++;
+}
+
+static size_t fileSize(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* The marker file ends with this range's line when the device is asked to deallocate it. */
+static int markerPrecedes(uint64_t lba, uint64_t nlb) {
+    char want[128], got[4096] = {0};
+    slimioDeallocMarkerLine(want, sizeof(want), lba, nlb, SLIMIO_DEALLOC_SLOT);
+    FILE *f = fopen(marker_path, "r");
+    if (!f) return 1;
+    size_t n = fread(got, 1, sizeof(got) - 1, f);
+    fclose(f);
+    size_t w = strlen(want);
+    return !(n >= w && !memcmp(got + n - w, want, w));
+}
+
+static void test_dealloc_writes_the_marker_first_and_counts(void) {
+    diskInit(4096, 4096);
+    snprintf(marker_path, sizeof(marker_path), "/tmp/slimio-marker-XXXXXX");
+    int fd = mkstemp(marker_path);
+    CHECK(fd >= 0);
+    close(fd);
+    slimioDealloc d;
+    char err[256];
+    warnings = 0;
+    slimioDeallocInit(&d, &io, 1, -1, countWarning, NULL);
+    CHECK(slimioDeallocOpenMarker(&d, marker_path, err, sizeof(err)) == 0);
+    memset(disk.data + 100 * 4096, 0xab, 8 * 4096);
+    disk.on_dealloc = markerPrecedes;
+    CHECK(slimioDeallocRange(&d, 100, 8, SLIMIO_DEALLOC_SLOT) == 0);
+    CHECK(slimioDeallocRange(&d, 2000, 96, SLIMIO_DEALLOC_SLOT) == 0);
+    disk.on_dealloc = NULL;
+    CHECK(disk.dealloc_rejected == 0);              /* each line came before its range */
+    CHECK(disk.deallocs == 2 && disk.dealloc_lba[0] == 100 && disk.dealloc_nlb[0] == 8);
+    CHECK(disk.data[100 * 4096] == 0 && disk.data[108 * 4096 - 1] == 0);
+    CHECK(d.stats.commands == 2 && d.stats.lbas == 104 && d.supported == 1);
+    CHECK(slimioDeallocRange(&d, 5, 0, SLIMIO_DEALLOC_WAL) == 0);   /* nothing to do */
+    CHECK(disk.deallocs == 2);
+    char text[512] = {0};
+    FILE *f = fopen(marker_path, "r");
+    CHECK(f != NULL);
+    size_t n = fread(text, 1, sizeof(text) - 1, f);
+    fclose(f);
+    CHECK(n > 0 && !strcmp(text, "slimio_dealloc slba=100 nlb=8 why=slot\n"
+                                 "slimio_dealloc slba=2000 nlb=96 why=slot\n"));
+    /* A failed deallocation is counted and logged, never fatal. */
+    disk.dealloc_rc = -EIO;
+    CHECK(slimioDeallocRange(&d, 10, 1, SLIMIO_DEALLOC_WAL) == -EIO);
+    CHECK(d.stats.errors == 1 && warnings == 1 && d.stats.lbas == 104);
+    /* A device that cannot: counted as unsupported, and no marker line after it is known. */
+    disk.dealloc_rc = -EOPNOTSUPP;
+    size_t before = fileSize(marker_path);
+    CHECK(slimioDeallocRange(&d, 10, 1, SLIMIO_DEALLOC_WAL) == 1);
+    CHECK(d.supported == 0 && d.stats.unsupported == 1 && warnings == 2);
+    size_t after_first = fileSize(marker_path);
+    CHECK(after_first > before);                    /* tried: the line preceded the try */
+    CHECK(slimioDeallocRange(&d, 20, 1, SLIMIO_DEALLOC_WAL) == 1);
+    CHECK(d.stats.unsupported == 2 && warnings == 2 && fileSize(marker_path) == after_first);
+    disk.dealloc_rc = 0;
+    slimioDeallocClose(&d);
+    /* Off: nothing at all. */
+    slimioDeallocInit(&d, &io, 0, 1, countWarning, NULL);
+    CHECK(slimioDeallocOpenMarker(&d, marker_path, err, sizeof(err)) == 0);
+    CHECK(slimioDeallocRange(&d, 10, 1, SLIMIO_DEALLOC_WAL) == 0);
+    CHECK(disk.deallocs == 2 && d.stats.commands == 0 && fileSize(marker_path) == after_first);
+    slimioDeallocClose(&d);
+    unlink(marker_path);
+    /* A marker that cannot be opened names its path. */
+    CHECK(slimioDeallocOpenMarker(&d, "/nonexistent/trace_marker", err, sizeof(err)) == -1);
+    CHECK(strstr(err, "/nonexistent/trace_marker") != NULL);
+}
+
+static void test_dealloc_marker_write_failure_is_counted_once_logged(void) {
+    diskInit(4096, 256);
+    slimioDealloc d;
+    char err[256];
+    warnings = 0;
+    slimioDeallocInit(&d, &io, 1, 1, countWarning, NULL);
+    CHECK(slimioDeallocOpenMarker(&d, "/dev/full", err, sizeof(err)) == 0);
+    CHECK(slimioDeallocRange(&d, 1, 2, SLIMIO_DEALLOC_SLOT) == 0);
+    CHECK(slimioDeallocRange(&d, 3, 2, SLIMIO_DEALLOC_SLOT) == 0);
+    CHECK(d.stats.marker_errors == 2 && warnings == 1);         /* logged once */
+    CHECK(d.stats.commands == 2 && disk.deallocs == 2);         /* deallocated anyway */
+    slimioDeallocClose(&d);
+}
+
+/* At the time format deallocates, no metadata record may be valid any more. */
+static int metaIsBlank(uint64_t lba, uint64_t nlb) {
+    (void)lba; (void)nlb;
+    slimioMeta got;
+    return slimioMetaLoad(&io, &got) != SLIMIO_ERR_NOMETA;
+}
+
+static void test_format_deallocates_after_zeroing_before_commit(void) {
+    diskInit(4096, 1 << 16);
+    slimioMeta old, fresh, got;
+    char err[256];
+    CHECK(slimioLayoutPlan(1 << 16, 4096, 16 << 20, 32 << 20, &old, err, sizeof(err)) == 0);
+    old.format_id = 41;
+    CHECK(slimioFormatDevice(&io, &old, NULL) == 0);
+    CHECK(disk.deallocs == 0);                      /* NULL: no deallocation */
+    memset(disk.data + old.slot_start * 4096, 0x5a, 4096);      /* an old snapshot */
+    fresh = old;
+    fresh.format_id = 42;
+    slimioDealloc d;
+    slimioDeallocInit(&d, &io, 1, 1, NULL, NULL);
+    disk.on_dealloc = metaIsBlank;
+    CHECK(slimioFormatDevice(&io, &fresh, &d) == 0);
+    disk.on_dealloc = NULL;
+    CHECK(disk.dealloc_rejected == 0);              /* no record left when it deallocated */
+    CHECK(disk.deallocs == 1 && disk.dealloc_lba[0] == fresh.wal_start);
+    CHECK(disk.dealloc_lba[0] + disk.dealloc_nlb[0] == slimioSlotLba(&fresh, 2) + fresh.slot_lbas);
+    CHECK(d.stats.lbas == disk.dealloc_nlb[0] && d.stats.commands == 1);
+    CHECK(disk.data[old.slot_start * 4096] == 0);
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.format_id == 42 && got.seq == 1);
+    /* Off: format still works, nothing is deallocated. */
+    slimioDeallocInit(&d, &io, 0, 1, NULL, NULL);
+    CHECK(slimioFormatDevice(&io, &fresh, &d) == 0 && disk.deallocs == 1);
+    /* A device that cannot deallocate formats all the same. */
+    slimioDeallocInit(&d, &io, 1, -1, NULL, NULL);
+    disk.dealloc_rc = -EOPNOTSUPP;
+    CHECK(slimioFormatDevice(&io, &fresh, &d) == 0 && d.stats.unsupported == 1);
+    disk.dealloc_rc = -EIO;                         /* nor does a failing one stop it */
+    slimioDeallocInit(&d, &io, 1, 1, NULL, NULL);
+    CHECK(slimioFormatDevice(&io, &fresh, &d) == 0 && d.stats.errors == 1);
+    disk.dealloc_rc = 0;
+    CHECK(slimioMetaLoad(&io, &got) == 0 && got.format_id == 42);
+}
+
+static uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static uint64_t rd64(const unsigned char *p) { return rd32(p) | (uint64_t)rd32(p + 4) << 32; }
+
+static void test_nvme_dsm_ranges_follow_the_spec_and_the_limits(void) {
+    static unsigned char buf[SLIMIO_NVME_DSM_MAX_RANGES * SLIMIO_NVME_DSM_RANGE_BYTES];
+    slimioNvmeInfo info;
+    memset(&info, 0, sizeof(info));
+    uint64_t covered;
+    /* One range: context attributes 0, length (not 0's based), starting LBA; LE. */
+    memset(buf, 0xee, sizeof(buf));
+    CHECK(slimioNvmeEncodeDsm(&info, 0x123456789ull, 10, buf, &covered) == 1);
+    CHECK(covered == 10);
+    CHECK(rd32(buf) == 0 && rd32(buf + 4) == 10 && rd64(buf + 8) == 0x123456789ull);
+    CHECK(buf[8] == 0x89 && buf[12] == 0x01);       /* little-endian SLBA */
+    /* A range is at most 0xffffffff LBAs, a command at most 256 ranges. */
+    uint64_t huge = 300ull * 0xffffffffull;
+    CHECK(slimioNvmeEncodeDsm(&info, 0, huge, buf, &covered) == 256);
+    CHECK(covered == 256ull * 0xffffffffull);
+    CHECK(rd32(buf + 4) == 0xffffffffu && rd64(buf + 16 + 8) == 0xffffffffull);
+    CHECK(rd64(buf + 255 * 16 + 8) == 255ull * 0xffffffffull);
+    /* The controller's limits: DMRSL per range, DMRL ranges, DMSL per command. */
+    info.dmrsl = 4;
+    CHECK(slimioNvmeEncodeDsm(&info, 100, 10, buf, &covered) == 3 && covered == 10);
+    CHECK(rd32(buf + 4) == 4 && rd32(buf + 16 + 4) == 4 && rd32(buf + 32 + 4) == 2);
+    CHECK(rd64(buf + 8) == 100 && rd64(buf + 16 + 8) == 104 && rd64(buf + 32 + 8) == 108);
+    info.dmrl = 2;
+    CHECK(slimioNvmeEncodeDsm(&info, 100, 10, buf, &covered) == 2 && covered == 8);
+    info.dmrl = 0;
+    info.dmsl = 5;
+    CHECK(slimioNvmeEncodeDsm(&info, 100, 10, buf, &covered) == 2 && covered == 5);
+    CHECK(rd32(buf + 16 + 4) == 1);
+    CHECK(slimioNvmeEncodeDsm(&info, 100, 0, buf, &covered) == 0 && covered == 0);
+    /* Without ONCS bit 2 nothing is sent: unsupported, never an error. */
+    info.dsm = 0;
+    CHECK(slimioNvmeSyncDeallocate(-1, &info, 0, 8, NULL) == -EOPNOTSUPP);
+    CHECK(SLIMIO_NVME_OP_DSM == 0x09 && SLIMIO_NVME_DSM_AD == 0x4);
+}
+
+static void test_nvme_identify_reports_dsm_and_its_limits(void) {
+    unsigned char ctrl[4096] = {0}, nvm[4096] = {0};
+    slimioNvmeInfo info;
+    memset(&info, 0, sizeof(info));
+    ctrl[520] = 0x04;                               /* ONCS bit 2: Dataset Management */
+    slimioNvmeParseIdCtrl(ctrl, &info);
+    CHECK(info.dsm == 1);
+    ctrl[520] = 0x08 | 0x01;                        /* Write Zeroes and Compare, no DSM */
+    slimioNvmeParseIdCtrl(ctrl, &info);
+    CHECK(info.dsm == 0);
+    ctrl[521] = 0x04;                               /* bit 10, not bit 2 */
+    slimioNvmeParseIdCtrl(ctrl, &info);
+    CHECK(info.dsm == 0);
+    nvm[3] = 255;                                   /* DMRL */
+    nvm[4] = 0xff; nvm[5] = 0xff; nvm[6] = 0x07;    /* DMRSL 524287 (QEMU, 4 KiB LBAs) */
+    nvm[8] = 0x00; nvm[9] = 0x00; nvm[10] = 0x10;   /* DMSL 0x100000 */
+    slimioNvmeParseIdCtrlNvm(nvm, &info);
+    CHECK(info.dmrl == 255 && info.dmrsl == 524287 && info.dmsl == 0x100000);
+}
+
 int main(void) {
     RUN(test_crc32c_check_value);
     RUN(test_layout_regions_are_aligned_and_disjoint);
@@ -715,6 +993,14 @@ int main(void) {
     RUN(test_nvme_identify_parsers_read_the_spec_offsets);
     RUN(test_nvme_ruh_status_lists_placement_ids);
     RUN(test_nvme_placement_check_names_the_problem);
+    RUN(test_wal_free_ranges_wrap_around_the_region);
+    RUN(test_format_ranges_cover_wal_and_slots);
+    RUN(test_dealloc_marker_line_is_exact);
+    RUN(test_dealloc_writes_the_marker_first_and_counts);
+    RUN(test_dealloc_marker_write_failure_is_counted_once_logged);
+    RUN(test_format_deallocates_after_zeroing_before_commit);
+    RUN(test_nvme_dsm_ranges_follow_the_spec_and_the_limits);
+    RUN(test_nvme_identify_reports_dsm_and_its_limits);
     printf("%d passed, %d failed\n", passed, failed);
     return failed ? 1 : 0;
 }

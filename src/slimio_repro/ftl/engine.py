@@ -223,6 +223,39 @@ def _write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, f
 
 
 @njit(cache=True)
+def _host_write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
+                scal, cnt, h_host, h_gc, h_erase):
+    """One host write command: the model's foreground GC (once per command, FEMU's
+    ``fdpssd_write``, or before each unit for the greedy model), then the pages."""
+    cnt[C_REQUESTS] += 1
+    if prm[P_FG_PER_PAGE] == 0:
+        if not _foreground(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal,
+                           cnt, h_gc, h_erase):
+            return False
+    if not _write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
+                  scal, cnt, h_gc, h_erase):
+        return False
+    cnt[C_HOST_PAGES] += count
+    h_host[h] += count
+    return True
+
+
+@njit(cache=True)
+def _background(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal, cnt, h_gc,
+                h_erase):
+    """After each command the FTL may clean one unit in the background (FEMU's thread);
+    False when the copies found no free unit."""
+    if prm[P_BG_THRESH] >= 0 and scal[S_FREE_COUNT] <= prm[P_BG_THRESH]:
+        r = _gc_once(False, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal,
+                     cnt, h_gc, h_erase)
+        if r < 0:
+            return False
+        if r > 0:
+            cnt[C_GC_BACKGROUND] += 1
+    return True
+
+
+@njit(cache=True)
 def replay(kind, first, count, handle, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp,
            free_q, scal, cnt, h_host, h_gc, h_erase):
     """Apply operations ``kind[i]`` on pages ``first[i] .. first[i] + count[i] - 1`` (writes
@@ -239,21 +272,11 @@ def replay(kind, first, count, handle, prm, l2p, p2l, vpc, state, owner, open_bl
                 scal[S_ERROR_OP] = i
                 return i
         if k == OP_WRITE:
-            cnt[C_REQUESTS] += 1
-            h = handle[i]
-            if prm[P_FG_PER_PAGE] == 0:
-                if not _foreground(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp,
-                                   free_q, scal, cnt, h_gc, h_erase):
-                    scal[S_ERROR] = 1
-                    scal[S_ERROR_OP] = i
-                    return i
-            if not _write(first[i], count[i], h, prm, l2p, p2l, vpc, state, owner, open_blk,
-                          open_wp, free_q, scal, cnt, h_gc, h_erase):
+            if not _host_write(first[i], count[i], handle[i], prm, l2p, p2l, vpc, state, owner,
+                               open_blk, open_wp, free_q, scal, cnt, h_host, h_gc, h_erase):
                 scal[S_ERROR] = 1
                 scal[S_ERROR_OP] = i
                 return i
-            cnt[C_HOST_PAGES] += count[i]
-            h_host[h] += count[i]
         elif k == OP_DEALLOC:
             for lpn in range(first[i], first[i] + count[i]):
                 if _invalidate(lpn, ppb, l2p, p2l, vpc):
@@ -263,35 +286,30 @@ def replay(kind, first, count, handle, prm, l2p, p2l, vpc, state, owner, open_bl
             continue  # a deallocation range is not a command of its own (its DSM is)
         else:
             cnt[C_REQUESTS] += 1
-        # After each command the FTL may clean one unit in the background (FEMU's thread).
-        if prm[P_BG_THRESH] >= 0 and scal[S_FREE_COUNT] <= prm[P_BG_THRESH]:
-            r = _gc_once(False, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp,
-                         free_q, scal, cnt, h_gc, h_erase)
-            if r < 0:
-                scal[S_ERROR] = 1
-                scal[S_ERROR_OP] = i
-                return i
-            if r > 0:
-                cnt[C_GC_BACKGROUND] += 1
+        if not _background(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal,
+                           cnt, h_gc, h_erase):
+            scal[S_ERROR] = 1
+            scal[S_ERROR_OP] = i
+            return i
     return n
 
 
 @njit(cache=True)
 def uniform_random_writes(n_writes, n_lpn, seed, prm, l2p, p2l, vpc, state, owner, open_blk,
                           open_wp, free_q, scal, cnt, h_host, h_gc, h_erase):
-    """Single-page overwrites of uniformly random logical pages, all on handle 0 (the
-    classic workload of the analytic WAF models). Same state and counters as :func:`replay`."""
+    """Single-page write commands to uniformly random logical pages, all on handle 0 (the
+    classic workload of the analytic WAF models), with the model's GC triggers as in
+    :func:`replay`. Same state and counters."""
     np.random.seed(seed)
     for i in range(n_writes):
         lpn = np.random.randint(0, n_lpn)
-        if not _write(lpn, 1, 0, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
-                      scal, cnt, h_gc, h_erase):
+        if not _host_write(lpn, 1, 0, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp,
+                           free_q, scal, cnt, h_host, h_gc, h_erase) or \
+                not _background(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
+                                scal, cnt, h_gc, h_erase):
             scal[S_ERROR] = 1
             scal[S_ERROR_OP] = i
             return i
-        cnt[C_HOST_PAGES] += 1
-        h_host[0] += 1
-        cnt[C_REQUESTS] += 1
     return n_writes
 
 

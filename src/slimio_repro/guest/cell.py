@@ -116,7 +116,8 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     keys = sampled_keys(cell, workload, plan.recovery.sampled_keys)
 
     def start_server(conf_name: str, log_name: str) -> RedisServer:
-        block = slimio.conf_block(plan.slimio, device_file) if is_slimio else ""
+        block = slimio.conf_block(plan.slimio, device_file, trace_marker) \
+            if is_slimio else ""
         render_conf(partial / conf_name, port=port, data_dir=data_dir,
                     log_file=partial / log_name, appendfsync=plan.sizing.appendfsync,
                     auto_aof_rewrite_percentage=plan.sizing.auto_aof_rewrite_percentage,
@@ -129,6 +130,9 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
         return server
 
     sampler = monitor = None
+    # A vm cell's SlimIO writes each range it deallocates into the device trace (passthru
+    # bypasses the block layer, whose discard events carry F2FS's ranges).
+    trace_marker = vmstorage.TRACE_MARKER if cell.testbed == "vm" else None
     phases = Phases()
     phase = phases.phase
     if cell.testbed == "vm":
@@ -165,7 +169,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
                 device_file = fs.slimio_device
                 if is_slimio:
                     prov["storage"]["slimio"] = slimio.prepare(
-                        admin, device_file, plan.slimio, commands, partial)
+                        admin, device_file, plan.slimio, commands, partial, trace_marker)
                 port = free_port()
             device["write_bytes_at_start"] = fs.write_bytes()
             with phase("server_start"):

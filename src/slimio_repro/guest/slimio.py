@@ -28,11 +28,13 @@ class SlimioError(RuntimeError):
     pass
 
 
-def conf_block(s: Slimio, device: Path) -> str:
+def conf_block(s: Slimio, device: Path, trace_marker: Path | None = None) -> str:
     """The slimio-* lines of redis.conf (all immutable; SlimIO works with appendonly yes).
 
     The WAL, slot and LBA sizes are only used when the server formats; with
-    ``slimio-format never`` they document the layout slimio-admin wrote.
+    ``slimio-format never`` they document the layout slimio-admin wrote. SlimIO deallocates
+    what it frees (the old WAL, the demoted slot); with ``trace_marker`` (a vm cell: tracefs's
+    trace_marker) it writes each deallocated range into the cell's device trace.
     """
     p = s.placement_ids
     lines = [
@@ -50,7 +52,10 @@ def conf_block(s: Slimio, device: Path) -> str:
         f"slimio-placement-wal-snapshot {p.wal_snapshot}",
         f"slimio-placement-on-demand {p.on_demand}",
         f"slimio-load-snapshot {s.load_snapshot}",
+        "slimio-deallocate yes",
     ]
+    if trace_marker is not None:
+        lines.append(f"slimio-trace-marker {trace_marker}")
     return "\n".join(lines) + "\n"
 
 
@@ -83,14 +88,18 @@ def create_device(path: Path, size_bytes: int) -> None:
         buf.close()
 
 
-def format_command(admin: Path, device: Path, s: Slimio) -> list[str]:
+def format_command(admin: Path, device: Path, s: Slimio,
+                   trace_marker: Path | None = None) -> list[str]:
+    """slimio-admin format (it deallocates the WAL region and the slots first, as mkfs
+    discards a device; each range goes to ``trace_marker`` when given)."""
     return [str(admin), "format", "--device", str(device),
             "--wal-mib", str(s.wal_size_bytes // MIB),
             "--slot-mib", str(s.slot_size_bytes // MIB),
             "--lba-size", str(s.lba_size_bytes),
             "--placement-wal", str(s.placement_ids.wal),
             "--placement-wal-snapshot", str(s.placement_ids.wal_snapshot),
-            "--placement-on-demand", str(s.placement_ids.on_demand)]
+            "--placement-on-demand", str(s.placement_ids.on_demand)] + \
+        (["--trace-marker", str(trace_marker)] if trace_marker is not None else [])
 
 
 def device_command(admin: Path, device: Path, lba_size: int) -> list[str]:
@@ -127,7 +136,8 @@ def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
     return data
 
 
-def prepare(admin: Path, device: Path, s: Slimio, commands: list, raw_dir: Path) -> dict:
+def prepare(admin: Path, device: Path, s: Slimio, commands: list, raw_dir: Path,
+            trace_marker: Path | None = None) -> dict:
     """Create (a file) or check (a block or NVMe char device) and format a cell's SlimIO
     device, recording the placement ids of ``s``.
 
@@ -149,7 +159,7 @@ def prepare(admin: Path, device: Path, s: Slimio, commands: list, raw_dir: Path)
         raise SlimioError(f"{device} has {have >> 20} MiB; the cell's layout needs "
                           f"{s.device_bytes >> 20} MiB: enlarge the device "
                           "profile's capacity or lower slimio.wal_size_mb/slot_size_mb")
-    cmd = format_command(admin, device, s)
+    cmd = format_command(admin, device, s, trace_marker)
     commands.append({"what": "slimio-format", "argv": cmd})
     run_admin(cmd, raw_dir / layout.RAW_SLIMIO_FORMAT_OUT, raw_dir / layout.RAW_SLIMIO_FORMAT_ERR)
     commands.append({"what": "slimio-inspect", "argv": inspect_command(admin, device, lba)})
