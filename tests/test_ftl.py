@@ -273,3 +273,31 @@ def test_femu_model_under_uniform_random_writes_collects_in_the_background():
     assert c.gc_background > 0 and c.gc_foreground == 0
     assert c.min_free_units > int(0.05 * 256)
     assert c.waf > theory.greedy_uniform_waf(256 * g.pages_per_unit / g.user_pages)
+
+
+SLIMIO = FIXTURES / "vm-slimio-redis-benchmark-periodical-r1"
+
+
+def test_slimio_deallocations_reach_the_device_and_the_model():
+    """A real SlimIO cell (nvme backend, passthru, FDP placement): every Dataset Management
+    command in its trace follows a slimio_dealloc marker naming its range, the markers'
+    LBAs are what INFO slimio counted, QEMU did not count them as host writes, and the model
+    unmaps them."""
+    cell = ftl.CellDevice.load(SLIMIO)
+    ops = cell.ops()
+    check = ftl.check_device(cell, ops)
+    assert check["host_bytes_ok"] is True and check["ru_usage_ok"] is True
+    info = dict(line.split(":", 1) for line in
+                (SLIMIO / "info-slimio-after-workload.txt").read_text().splitlines()
+                if ":" in line)
+    server_lbas = sum(v for k, v in ops.stats.items()
+                      if k.startswith("slimio_dealloc_lbas:") and not k.endswith(":format"))
+    assert server_lbas == int(info["slimio_dealloc_lbas"]) > 0
+    cover = ftl.deallocation_coverage(ops)
+    assert cover["dsm_commands"] == cover["dealloc_ranges"] == ops.stats["slimio_dealloc_ranges"]
+    # Each marker comes right before its DSM command in the trace.
+    kinds = ops.cmd[(ops.cmd == tr.CMD_DEALLOC) | (ops.cmd == tr.CMD_DSM)].tolist()
+    assert kinds == [tr.CMD_DEALLOC, tr.CMD_DSM] * cover["dsm_commands"]
+    out = ftl.replay_cells([SLIMIO])
+    assert out["cells"][0]["dealloc_pages"] > 0
+    assert out["cells"][0]["host_pages_per_handle"][1] > 0  # the WAL's placement id 1
