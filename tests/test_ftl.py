@@ -301,3 +301,19 @@ def test_slimio_deallocations_reach_the_device_and_the_model():
     out = ftl.replay_cells([SLIMIO])
     assert out["cells"][0]["dealloc_pages"] > 0
     assert out["cells"][0]["host_pages_per_handle"][1] > 0  # the WAL's placement id 1
+
+
+def test_sweep_table_and_figure(tmp_path):
+    from slimio_repro.aggregate import plot, tables
+    seq = ftl.replay_sequence([SLIMIO])
+    points = seq["sweep"]
+    assert {(p["parameter"], p["placement"]) for p in points} == {
+        ("ru_bytes", True), ("op", True), ("handles", True), ("ru_bytes", False), ("op", False)}
+    assert all(p["waf"] == 1.0 for p in points)  # 0.45 GiB on 8 GiB: no GC on any of them
+    frame = tables.sweep_frame([seq])
+    assert set(frame.system) == {"slimio"} and set(frame.policy) == {"periodical"}
+    tables.write_sweep([seq], tmp_path)
+    md = (tmp_path / "waf_sensitivity.md").read_text()
+    assert "| SlimIO | redis-benchmark | Periodical-Log | ignored | 1.000 |" in md
+    plot.waf_sensitivity(frame, [tmp_path / "w.png", tmp_path / "w.pdf"])
+    assert (tmp_path / "w.png").stat().st_size > 10_000 and (tmp_path / "w.pdf").exists()

@@ -13,7 +13,7 @@ TABLE_OUTPUTS = (
     ]
     + [
         results(f"tables/{name}.{ext}")
-        for name in ("roofline", "timing", "ftl_waf")
+        for name in ("roofline", "timing", "ftl_waf", "waf_sensitivity")
         for ext in ("csv", "md")
     ]
     + [results("tables/cells.csv")]
@@ -23,7 +23,8 @@ TABLE_OUTPUTS = (
 # slimio-nofdp, Figure 5 slimio, both the baseline); asked for by name without them, their
 # input function stops the run at planning time and names what is missing.
 FIGURE_OUTPUTS = (
-    cell_files(pathsmod.CELL_FIGURE_PATTERN, ext="png")
+    [results(f"figures/waf_sensitivity.{ext}") for ext in ("png", "pdf")]
+    + cell_files(pathsmod.CELL_FIGURE_PATTERN, ext="png")
     + cell_files(pathsmod.CELL_FIGURE_PATTERN, ext="pdf")
     + [
         results(f"figures/{name}.{ext}")
@@ -106,3 +107,16 @@ rule plot_fig5_runtime_rps:
         figure="fig5_runtime_rps",
     script:
         "../scripts/plot_runtime_rps_figure.py"
+
+
+rule plot_waf_sensitivity:
+    """The modelled device WAF against reclaim unit size, over-provisioning and handles."""
+    input:
+        ftl=FTL_OUTPUTS,
+    output:
+        png=results("figures/waf_sensitivity.png"),
+        pdf=results("figures/waf_sensitivity.pdf"),
+    log:
+        results("logs/plot_waf_sensitivity.log"),
+    script:
+        "../scripts/plot_waf_sensitivity.py"

@@ -90,3 +90,39 @@ def runtime_rps_figure(name: str, pairs: list[tuple[Path, Path]], outputs: list[
                          f"{', '.join(missing)}: add them to matrix.systems")
     comparison_figure(pairs, outputs, f"{title}: runtime RPS, redis-benchmark, "
                       f"{POLICY_LABEL['periodical']} (first repetition)")
+
+
+SWEEP_PANELS = [("ru_bytes", "reclaim unit size (MiB)", 2**20, True),
+                ("op", "over-provisioning (fraction of user capacity)", 1, False),
+                ("handles", "placement handles", 1, True)]
+
+
+def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path]) -> None:
+    """Three panels (reclaim unit size, over-provisioning, handles): the modelled WAF of each
+    system and policy's repetitions, placement honoured (solid) and ignored (dashed)."""
+    with plt.style.context(STYLE):
+        fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained", sharey=True)
+        if frame.empty:
+            fig.suptitle("No vm sequence to model", fontsize=9)
+        ok = frame[frame["waf"].notna()] if not frame.empty else frame
+        colors = {}
+        for ax, (param, label, scale, log2) in zip(axes, SWEEP_PANELS):
+            sel = ok[ok.parameter == param] if not ok.empty else ok
+            for key, g in (sel.groupby(["system", "workload", "policy", "placement"],
+                                       sort=False) if not sel.empty else []):
+                series = f"{SYSTEM_LABEL.get(key[0], key[0])}, {key[1]}, " \
+                         f"{POLICY_LABEL.get(key[2], key[2])}"
+                color = colors.setdefault(series, f"C{len(colors) % 10}")
+                g = g.sort_values("value")
+                ax.plot(g["value"] / scale, g["waf"], marker="o", markersize=3, color=color,
+                        linestyle="-" if key[3] == "honoured" else "--",
+                        label=f"{series}, placement {key[3]}")
+            if log2:
+                ax.set_xscale("log", base=2)
+                ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            ax.set_xlabel(label)
+        axes[0].set_ylabel("device WAF (modelled)")
+        handles, labels = axes[0].get_legend_handles_labels()
+        if handles:
+            fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=6)
+        _save(fig, outputs)

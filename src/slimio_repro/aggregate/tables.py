@@ -555,11 +555,66 @@ def load_ftl(files: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
     return pd.DataFrame(rows), sequences
 
 
+def sweep_frame(sequences: list[dict]) -> pd.DataFrame:
+    """The what-if sweeps of every sequence, one row per (sequence, parameter, value,
+    placement): the sequence's WAF on that device."""
+    rows = []
+    for q in sequences:
+        cell = q["cells"][0]["cell"]
+        testbed, rest = cell.split("-", 1)
+        system = next(s for s in sorted(SYSTEM_LABEL, key=len, reverse=True)
+                      if rest.startswith(s + "-"))
+        workload, policy = rest[len(system) + 1:].rsplit("-r", 1)[0].rsplit("-", 1)
+        for p in q.get("sweep", []):
+            rows.append({"testbed": testbed, "system": system, "workload": workload,
+                         "policy": policy, "parameter": p["parameter"], "value": p["value"],
+                         "placement": "honoured" if p["placement"] else "ignored",
+                         "waf": p.get("waf"), "drive_writes": p.get("drive_writes"),
+                         "gc_pages": p.get("gc_pages"), "error": p.get("error")})
+    return pd.DataFrame(rows)
+
+
+def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
+    """results/tables/waf_sensitivity.{csv,md}: each sequence's WAF on other devices."""
+    frame = sweep_frame(sequences)
+    frame.to_csv(out_dir / "waf_sensitivity.csv", index=False)
+    lines = ["# Device WAF sensitivity (FTL model, what-if)", "",
+             "Each system's repetitions replayed on one device whose reclaim unit size, "
+             "over-provisioning or number of handles differs from the cells' own device, one "
+             "parameter at a time; placement honoured (the trace's placement ids) or ignored "
+             "(every write on one handle). Figure: results/figures/waf_sensitivity.{png,pdf}.",
+             ""]
+    if frame.empty:
+        lines.append("No sweep: the run has no vm cell.")
+    for (param), g in frame.groupby("parameter", sort=False):
+        values = list(dict.fromkeys(g["value"]))
+        unit = {"ru_bytes": " (MiB)", "op": "", "handles": ""}[param]
+        shown = [f"{v / 2**20:g}" if param == "ru_bytes" else
+                 (f"{v:.3f}" if param == "op" else f"{int(v)}") for v in values]
+        lines += [f"## {param}{unit}", "",
+                  "| System | Workload | Policy | Placement | " + " | ".join(shown) + " |",
+                  "|" + "---|" * (4 + len(values))]
+        for key, r in g.groupby(["system", "workload", "policy", "placement"], sort=False):
+            by = {v: w for v, w in zip(r["value"], r["waf"])}
+            cells = ["n/a" if by.get(v) is None or pd.isna(by.get(v)) else f"{by[v]:.3f}"
+                     for v in values]
+            lines.append(f"| {SYSTEM_LABEL.get(key[0], key[0])} | {key[1]} | "
+                         f"{POLICY_LABEL.get(key[2], key[2])} | {key[3]} | "
+                         + " | ".join(cells) + " |")
+        lines.append("")
+    (out_dir / "waf_sensitivity.md").write_text("\n".join(lines))
+    return frame
+
+
 FTL_COLUMNS = [
     ("waf_modelled", "WAF per cell, placement honoured", 3),
     ("waf_modelled_placement_ignored", "WAF per cell, placement ignored", 3),
     ("ftl_gc_gib", "GC copies per cell (GiB)", 3),
     ("ftl_dealloc_gib", "Deallocated per cell (GiB)", 3),
+    ("db_waf", "Host / application bytes", 3),
+    ("total_waf", "Flash / application bytes", 3),
+    ("host_kib_per_set", "Host KiB per SET", 2),
+    ("flash_kib_per_set", "Flash KiB per SET", 2),
 ]
 
 
@@ -581,6 +636,10 @@ def ftl_notes(sequences: list[dict]) -> list[str]:
         "1..k-1. Placement ignored = the same traces with every write on one handle.",
         "WAF = (host + GC-copied pages) / host pages. The device (QEMU) reports 1.00: it "
         "collects no garbage.",
+        "Total write amplification (redis-benchmark cells): application bytes = SETs x (key "
+        "+ value size); host bytes = everything the namespace received during the cell (the "
+        "trace: the database, its file system or SlimIO's format, recovery); flash bytes = "
+        "host + GC-copied bytes of the model. Per SET: host and flash bytes over the SETs.",
     ]
     for q in sequences:
         c0 = q["cells"][0]["cell"].rsplit("-r", 1)[0]
@@ -600,6 +659,15 @@ def write_ftl(cells: pd.DataFrame, sequences: list[dict], out_dir: Path) -> pd.D
     for col in ("ftl_gc_bytes", "ftl_dealloc_bytes"):
         if col in sel:
             sel[col.replace("_bytes", "_gib")] = pd.to_numeric(sel[col]) / 2**30
+    if len(sel) and {"requests_completed", "key_size_bytes", "value_size_bytes"} <= set(sel):
+        # Total write amplification ("How to write to SSDs"): the SETs' payload -> what the
+        # namespace received (the database and its file system) -> what the flash programmed.
+        sets = pd.to_numeric(sel["requests_completed"], errors="coerce")
+        app = sets * (pd.to_numeric(sel["key_size_bytes"]) + pd.to_numeric(sel["value_size_bytes"]))
+        host = pd.to_numeric(sel["ftl_host_bytes"])
+        flash = host + pd.to_numeric(sel["ftl_gc_bytes"])
+        sel["db_waf"], sel["total_waf"] = host / app, flash / app
+        sel["host_kib_per_set"], sel["flash_kib_per_set"] = host / sets / 1024, flash / sets / 1024
     summary = summarize(sel, [m for m, _, _ in FTL_COLUMNS])
     summary.to_csv(out_dir / "ftl_waf.csv", index=False)
     (out_dir / "ftl_waf.md").write_text(
@@ -676,3 +744,4 @@ def write_all(record_files: list[Path], out_dir: Path, ftl_files: list[Path] = (
     write_roofline(cells, out_dir)
     write_timing(cells, out_dir)
     write_ftl(cells, sequences, out_dir)
+    write_sweep(sequences, out_dir)

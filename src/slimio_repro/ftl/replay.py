@@ -160,13 +160,55 @@ def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
     }
 
 
+# What-if values around a sequence's own device: reclaim unit sizes (x the cell's),
+# over-provisioning (FEMU's is 1/3), handles.
+SWEEP_RU_FACTORS = (0.25, 0.5, 1, 2, 4)
+SWEEP_OP = (0.07, 0.15, 0.28, FEMU_OP, 0.5)
+SWEEP_HANDLES = (1, 2, 4, 8)
+
+
+def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp") -> list[dict]:
+    """The sequence's WAF when one parameter of its device changes at a time (reclaim unit
+    size, over-provisioning, handles), placement honoured and ignored. A value that makes
+    no valid device (too few units for the handles) is left out, with why."""
+    base = cells[0].geometry()
+    points = []
+    for placement in (True, False):
+        variants = [("ru_bytes", [int(base.ru_bytes * f) for f in SWEEP_RU_FACTORS]),
+                    ("op", list(SWEEP_OP))]
+        if placement:  # ignored placement puts everything on one handle whatever their number
+            variants.append(("handles", list(SWEEP_HANDLES)))
+        for name, values in variants:
+            for value in values:
+                point = {"parameter": name, "value": value, "placement": placement}
+                try:
+                    g = replace(base, placement=placement, **{name: value})
+                    dev = Device(g, model)
+                    for o in ops:
+                        dev.replay(o)
+                except ModelError as exc:
+                    point["error"] = str(exc)
+                    points.append(point)
+                    continue
+                c = dev.counters()
+                point.update(waf=c.waf, host_pages=c.host_pages, gc_pages=c.gc_pages,
+                             erases=c.erases, physical_units=g.physical_units,
+                             drive_writes=c.host_pages / g.user_pages)
+                points.append(point)
+    return points
+
+
 def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp") -> dict:
     """What the pipeline records per sequence: the replay at the cells' own geometry with
     placement honoured, the same with placement ignored (every write on one handle: what
-    the device would do without FDP), and each cell's trace checked against the device."""
+    the device would do without FDP), each cell's trace checked against the device, and
+    the what-if sweep over the device's parameters."""
     out = replay_cells(raw_dirs, model)
     out["placement_ignored"] = replay_cells(raw_dirs, model, placement=False)
-    out["device_checks"] = [check_device(CellDevice.load(d)) for d in raw_dirs]
+    cells = [CellDevice.load(d) for d in raw_dirs]
+    ops = [c.ops() for c in cells]
+    out["device_checks"] = [check_device(c, o) for c, o in zip(cells, ops)]
+    out["sweep"] = sweep(cells, ops, model)
     return out
 
 

@@ -1,0 +1,11 @@
+"""Rule plot_waf_sensitivity: thin wrapper over slimio_repro.aggregate.plot.waf_sensitivity."""
+import json
+from pathlib import Path
+
+from slimio_repro.aggregate import plot, tables
+from slimio_repro.smk import logged
+
+with logged(snakemake.log[0]):
+    sequences = [json.loads(Path(f).read_text()) for f in snakemake.input.ftl]
+    plot.waf_sensitivity(tables.sweep_frame(sequences),
+                         [Path(snakemake.output.png), Path(snakemake.output.pdf)])
