@@ -53,10 +53,40 @@ def synthetic(g, total_pages: int, seed: int = 7) -> Ops:
                source="synthetic")
 
 
+def real(raw_dirs: list[str]) -> None:
+    """Rates on real traces: parsing the text trace, and replaying it (each cell's trace
+    replayed once to compile, then timed on a fresh device)."""
+    from slimio_repro.ftl import CellDevice, Device as Dev
+    cells = [CellDevice.load(d) for d in raw_dirs]
+    t = time.perf_counter()
+    ops = [c.ops() for c in cells]
+    parse_s = time.perf_counter() - t
+    lines = sum(len(o) for o in ops)
+    for placement in (True, False):
+        g = replace(cells[0].geometry(), placement=placement)
+        Dev(g, "femu-fdp").replay(ops[0])  # compile
+        dev = Dev(g, "femu-fdp")
+        t = time.perf_counter()
+        for o in ops:
+            dev.replay(o)
+        dt = time.perf_counter() - t
+        c = dev.counters()
+        print(f"real cells ({len(cells)}, placement {'honoured' if placement else 'ignored'}): "
+              f"{c.host_pages:,} host + {c.gc_pages:,} GC pages (WAF {c.waf:.3f}) replayed in "
+              f"{dt:.3f} s = {(c.host_pages + c.gc_pages) / dt / 1e6:.1f} M page writes/s")
+    print(f"parsing their traces: {lines:,} commands in {parse_s:.2f} s "
+          f"({lines / parse_s / 1e3:.0f} k commands/s)")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--gib", type=int, default=360)
+    ap.add_argument("--cells", nargs="*", default=[], metavar="RAW_DIR",
+                    help="also replay these real cells in order (their own geometry) and "
+                    "print the parse and replay rates")
     args = ap.parse_args()
+    if args.cells:
+        real(args.cells)
     g = paper_geometry()
     pages = (args.gib << 30) // g.page_bytes
     ops = synthetic(g, pages)

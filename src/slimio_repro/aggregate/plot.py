@@ -94,14 +94,15 @@ def runtime_rps_figure(name: str, pairs: list[tuple[Path, Path]], outputs: list[
 
 SWEEP_PANELS = [("ru_bytes", "reclaim unit size (MiB)", 2**20, True),
                 ("op", "over-provisioning (fraction of user capacity)", 1, False),
-                ("handles", "placement handles", 1, True)]
+                ("handles", "placement handles", 1, True),
+                ("deallocations", "deallocations told to the device", 1, False)]
 
 
 def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path]) -> None:
-    """Three panels (reclaim unit size, over-provisioning, handles): the modelled WAF of each
+    """Four panels (reclaim unit size, over-provisioning, handles, deallocations): the WAF of each
     system and policy's repetitions, placement honoured (solid) and ignored (dashed)."""
     with plt.style.context(STYLE):
-        fig, axes = plt.subplots(1, 3, figsize=(10, 3.2), layout="constrained", sharey=True)
+        fig, axes = plt.subplots(1, 4, figsize=(12, 3.4), layout="constrained", sharey=True)
         if frame.empty:
             fig.suptitle("No vm sequence to model", fontsize=9)
         ok = frame[frame["waf"].notna()] if not frame.empty else frame
@@ -120,6 +121,9 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path]) -> None:
             if log2:
                 ax.set_xscale("log", base=2)
                 ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+            if param == "deallocations":
+                ax.set_xticks([0, 1], ["no", "yes"])
+                ax.set_xlim(-0.2, 1.2)
             ax.set_xlabel(label)
         axes[0].set_ylabel("device WAF (modelled)")
         handles, labels = axes[0].get_legend_handles_labels()

@@ -588,9 +588,12 @@ def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
         lines.append("No sweep: the run has no vm cell.")
     for (param), g in frame.groupby("parameter", sort=False):
         values = list(dict.fromkeys(g["value"]))
-        unit = {"ru_bytes": " (MiB)", "op": "", "handles": ""}[param]
+        unit = {"ru_bytes": " (MiB)", "op": "", "handles": "",
+                "deallocations": " (told to the device)"}[param]
         shown = [f"{v / 2**20:g}" if param == "ru_bytes" else
-                 (f"{v:.3f}" if param == "op" else f"{int(v)}") for v in values]
+                 f"{v:.3f}" if param == "op" else
+                 ("yes" if v else "no") if param == "deallocations" else f"{int(v)}"
+                 for v in values]
         lines += [f"## {param}{unit}", "",
                   "| System | Workload | Policy | Placement | " + " | ".join(shown) + " |",
                   "|" + "---|" * (4 + len(values))]
@@ -646,10 +649,12 @@ def ftl_notes(sequences: list[dict]) -> list[str]:
         s, i = q["sequence"], q["placement_ignored"]["sequence"]
         checks = q.get("device_checks", [])
         ok = sum(1 for c in checks if c.get("host_bytes_ok") and c.get("ru_usage_ok"))
+        exact = sum(1 for c in checks if c.get("media_bytes_exact"))
         notes.append(f"{c0}: sequence WAF {_waf_text(s['waf'])} (placement ignored "
                      f"{_waf_text(i['waf'])}) over {s['drive_writes']:.2f} drive writes; "
-                     f"trace = device in {ok} of {len(checks)} cells (host bytes, media "
-                     "bytes and reclaim unit usage exactly)")
+                     f"the trace gives the device's host bytes written and every handle's "
+                     f"reclaim unit usage exactly in {ok} of {len(checks)} cells, its media "
+                     f"bytes written (QEMU's order-dependent padding) in {exact}")
     return notes
 
 

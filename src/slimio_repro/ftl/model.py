@@ -193,7 +193,12 @@ class Device:
     """One modelled device; its state persists across :meth:`replay` calls, so the cells
     replayed one after the other age it as repetitions on an un-reformatted device do."""
 
-    def __init__(self, geometry: Geometry, model: str | Policy = "femu-fdp"):
+    def __init__(self, geometry: Geometry, model: str | Policy = "femu-fdp",
+                 deallocations: bool = True):
+        """``deallocations=False`` drops every deallocation of the traces (what the device
+        does when the host never tells it what it freed: F2FS mounted nodiscard, SlimIO with
+        slimio-deallocate no)."""
+        self.deallocations = deallocations
         self.geometry = g = geometry
         self.policy = p = policy(model) if isinstance(model, str) else model
         units = g.physical_units
@@ -264,6 +269,9 @@ class Device:
     def replay(self, ops: Ops) -> Counters:
         """Apply a trace; the counters of this replay alone (the state keeps what it did)."""
         kind, first, count, handle = self.pages(ops)
+        if not self.deallocations:
+            keep = kind != e.OP_DEALLOC
+            kind, first, count, handle = kind[keep], first[keep], count[keep], handle[keep]
         before = self.counters()
         self._cnt[e.C_MIN_FREE] = self.scal[e.S_FREE_COUNT]
         done = e.replay(kind, first, count, handle, self.prm, self.l2p, self.p2l, self.vpc,
