@@ -347,3 +347,13 @@ def test_deallocations_ignored_make_the_device_copy_more():
     untold = ftl.Device(g, "greedy", deallocations=False).replay(ops)
     assert told.host_pages == untold.host_pages and untold.dealloc_pages == 0
     assert untold.gc_pages > told.gc_pages and untold.waf > 1.5 > told.waf, (told, untold)
+
+
+def test_sweep_table_and_figure_without_vm_cells(tmp_path):
+    from slimio_repro.aggregate import plot, tables
+    frame = tables.sweep_frame([])
+    assert frame.empty and "parameter" in frame
+    tables.write_sweep([], tmp_path)
+    assert "No sweep: the run has no vm cell." in (tmp_path / "waf_sensitivity.md").read_text()
+    plot.waf_sensitivity(frame, [tmp_path / "w.png"])
+    assert (tmp_path / "w.png").exists()

@@ -555,6 +555,10 @@ def load_ftl(files: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
     return pd.DataFrame(rows), sequences
 
 
+SWEEP_COLUMNS = ["testbed", "system", "workload", "policy", "parameter", "value", "placement",
+                 "waf", "drive_writes", "gc_pages", "error"]
+
+
 def sweep_frame(sequences: list[dict]) -> pd.DataFrame:
     """The what-if sweeps of every sequence, one row per (sequence, parameter, value,
     placement): the sequence's WAF on that device."""
@@ -571,7 +575,7 @@ def sweep_frame(sequences: list[dict]) -> pd.DataFrame:
                          "placement": "honoured" if p["placement"] else "ignored",
                          "waf": p.get("waf"), "drive_writes": p.get("drive_writes"),
                          "gc_pages": p.get("gc_pages"), "error": p.get("error")})
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows, columns=SWEEP_COLUMNS)
 
 
 def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
