@@ -354,6 +354,7 @@ def test_sweep_table_and_figure_without_vm_cells(tmp_path):
     frame = tables.sweep_frame([])
     assert frame.empty and "parameter" in frame
     tables.write_sweep([], tmp_path)
-    assert "No sweep: the run has no vm cell." in (tmp_path / "waf_sensitivity.md").read_text()
+    assert "No sweep: the run has no vm cell, or its profile sets ftl.sweep: false" in \
+        (tmp_path / "waf_sensitivity.md").read_text()
     plot.waf_sensitivity(frame, [tmp_path / "w.png"])
     assert (tmp_path / "w.png").exists()

@@ -13,5 +13,6 @@ rule model_ftl_sequence:
         results(f"logs/model_ftl_sequence/{pathsmod.FTL_SEQUENCE_ID_PATTERN}.log"),
     params:
         model=config["ftl"]["model"],
+        sweep=config["ftl"]["sweep"],
     script:
         "../scripts/model_ftl_sequence.py"

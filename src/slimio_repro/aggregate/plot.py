@@ -104,7 +104,8 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path]) -> None:
     with plt.style.context(STYLE):
         fig, axes = plt.subplots(1, 4, figsize=(12, 3.4), layout="constrained", sharey=True)
         if frame.empty:
-            fig.suptitle("No vm sequence to model", fontsize=9)
+            fig.suptitle("No what-if sweep in this run (no vm cell, or ftl.sweep: false)",
+                         fontsize=9)
         ok = frame[frame["waf"].notna()] if not frame.empty else frame
         colors = {}
         for ax, (param, label, scale, log2) in zip(axes, SWEEP_PANELS):

@@ -589,7 +589,8 @@ def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
              "(every write on one handle). Figure: results/figures/waf_sensitivity.{png,pdf}.",
              ""]
     if frame.empty:
-        lines.append("No sweep: the run has no vm cell.")
+        lines.append("No sweep: the run has no vm cell, or its profile sets ftl.sweep: false "
+                     "(smoke: its cells write too little for any device to collect garbage).")
     for (param), g in frame.groupby("parameter", sort=False):
         values = list(dict.fromkeys(g["value"]))
         unit = {"ru_bytes": " (MiB)", "op": "", "handles": "",

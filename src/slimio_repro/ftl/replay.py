@@ -127,12 +127,12 @@ def check_device(cell: CellDevice, ops: tr.Ops | None = None) -> dict:
 
 def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
                  geometry: Geometry | None = None, op: float | None = None,
-                 placement: bool = True) -> dict:
+                 placement: bool = True, ops: list[tr.Ops] | None = None) -> dict:
     """Replay cells in the order given on one modelled device that is never reformatted
     (the repetitions of a system on one device, as the paper ran them). The geometry is
     the first cell's own device unless ``geometry`` is given; ``op`` and ``placement``
     override it. Returns per cell and for the whole sequence: WAF, host and GC-copied
-    bytes, erases, and each per handle."""
+    bytes, erases, and each per handle. ``ops``: the cells' traces, already read."""
     cells = [CellDevice.load(d) for d in raw_dirs]
     if not cells:
         raise ModelError("no cells to replay")
@@ -144,13 +144,13 @@ def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
     # error naming the first command beyond it.
     dev = Device(g, pol)
     rows = []
-    for c in cells:
-        ops = c.ops()
-        cover = tr.deallocation_coverage(ops)
-        counters = dev.replay(ops)
+    for i, c in enumerate(cells):
+        ops_i = c.ops() if ops is None else ops[i]
+        cover = tr.deallocation_coverage(ops_i)
+        counters = dev.replay(ops_i)
         row = {"cell": c.cell, **counters.as_dict(g.page_bytes),
                "free_units_after": dev.free_units(), "valid_pages_after": dev.valid_pages(),
-               "deallocations": cover, "trace_stats": ops.stats}
+               "deallocations": cover, "trace_stats": ops_i.stats}
         rows.append(row)
     total = dev.counters()
     return {
@@ -171,12 +171,16 @@ SWEEP_OP = (0.07, 0.15, 0.28, FEMU_OP, 0.5)
 SWEEP_HANDLES = (1, 2, 4, 8)
 
 
-def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp") -> list[dict]:
+def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp",
+          base_results: dict | None = None) -> list[dict]:
     """The sequence's WAF when one parameter of its device changes at a time (reclaim unit
     size, over-provisioning, handles, and whether the device learns of deallocations),
     placement honoured and ignored. A value that makes no valid device (too few units for
-    the handles) is kept with its error."""
+    the handles) is kept with its error. ``base_results`` maps placement (True/False) to a
+    :func:`replay_cells` result at the cells' own device, reused for the points that are
+    that device."""
     base = cells[0].geometry()
+    base_results = base_results or {}
     points = []
     for placement in (True, False):
         variants = [("ru_bytes", [int(base.ru_bytes * f) for f in SWEEP_RU_FACTORS]),
@@ -186,6 +190,16 @@ def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp") -
         for name, values in variants:
             for value in values:
                 point = {"parameter": name, "value": value, "placement": placement}
+                same = (name == "deallocations" and value == 1) or \
+                    (name != "deallocations" and value == getattr(base, name))
+                if same and placement in base_results:
+                    q, g = base_results[placement]["sequence"], replace(base, placement=placement)
+                    point.update(waf=q["waf"], host_pages=q["host_pages"],
+                                 gc_pages=q["gc_pages"], erases=q["erases"],
+                                 physical_units=g.physical_units,
+                                 drive_writes=q["drive_writes"])
+                    points.append(point)
+                    continue
                 try:
                     if name == "deallocations":
                         g = replace(base, placement=placement)
@@ -207,17 +221,19 @@ def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp") -
     return points
 
 
-def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp") -> dict:
+def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp",
+                    with_sweep: bool = True) -> dict:
     """What the pipeline records per sequence: the replay at the cells' own geometry with
     placement honoured, the same with placement ignored (every write on one handle: what
     the device would do without FDP), each cell's trace checked against the device, and
     the what-if sweep over the device's parameters."""
-    out = replay_cells(raw_dirs, model)
-    out["placement_ignored"] = replay_cells(raw_dirs, model, placement=False)
     cells = [CellDevice.load(d) for d in raw_dirs]
     ops = [c.ops() for c in cells]
+    out = replay_cells(raw_dirs, model, ops=ops)
+    out["placement_ignored"] = replay_cells(raw_dirs, model, placement=False, ops=ops)
     out["device_checks"] = [check_device(c, o) for c, o in zip(cells, ops)]
-    out["sweep"] = sweep(cells, ops, model)
+    out["sweep"] = sweep(cells, ops, model, {True: out, False: out["placement_ignored"]}) \
+        if with_sweep else []
     return out
 
 
