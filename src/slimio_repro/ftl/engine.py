@@ -63,7 +63,7 @@ P_SHIFT = 7            # log2(pages per unit)
 N_PARAMS = 8
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _take_free(free_q, scal):
     n = free_q.shape[0]
     if scal[S_FREE_COUNT] == 0:
@@ -74,14 +74,14 @@ def _take_free(free_q, scal):
     return b
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _put_free(free_q, scal, b):
     n = free_q.shape[0]
     free_q[(scal[S_FREE_HEAD] + scal[S_FREE_COUNT]) % n] = b
     scal[S_FREE_COUNT] += 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _open(h, open_blk, open_wp, state, owner, free_q, scal, cnt):
     b = _take_free(free_q, scal)
     if b < 0:
@@ -95,7 +95,7 @@ def _open(h, open_blk, open_wp, state, owner, free_q, scal, cnt):
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _invalidate(lpn, ppb, l2p, p2l, vpc):
     old = l2p[lpn]
     if old < 0:
@@ -147,7 +147,7 @@ def _gc_once(force, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
     return 1
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _foreground(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal, cnt,
                 h_gc, h_erase):
     rounds = 0
@@ -165,7 +165,7 @@ def _foreground(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, sca
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _write_run(lpn, run, h, shift, l2p, p2l, vpc, open_blk, open_wp):
     """Program logical pages ``lpn .. lpn + run - 1`` into handle ``h``'s open unit, which
     has room for them: the hot loop (no calls, a shift instead of a division)."""
@@ -183,7 +183,7 @@ def _write_run(lpn, run, h, shift, l2p, p2l, vpc, open_blk, open_wp):
     open_wp[h] += run
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _program(lpn, end, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal,
              cnt):
     """Program pages from ``lpn`` towards ``end`` into handle ``h``'s open unit, as many as
@@ -202,7 +202,7 @@ def _program(lpn, end, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, f
     return run
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal,
            cnt, h_gc, h_erase):
     """Host write of ``count`` pages from ``lpn`` on handle ``h``; False when out of units.
@@ -222,7 +222,7 @@ def _write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, f
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _host_write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q,
                 scal, cnt, h_host, h_gc, h_erase):
     """One host write command: the model's foreground GC (once per command, FEMU's
@@ -240,7 +240,7 @@ def _host_write(lpn, count, h, prm, l2p, p2l, vpc, state, owner, open_blk, open_
     return True
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def _background(prm, l2p, p2l, vpc, state, owner, open_blk, open_wp, free_q, scal, cnt, h_gc,
                 h_erase):
     """After each command the FTL may clean one unit in the background (FEMU's thread);
