@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import shutil
 import subprocess
@@ -126,3 +127,17 @@ def require_root() -> None:
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests need root (loop devices and mount); "
                     "run `make test` as root")
+
+
+def first_data(path: Path, offset: int) -> int | None:
+    """The first allocated byte at or after ``offset`` (SEEK_DATA), None if only holes follow
+    (SlimIO's deallocation punches holes in a regular-file device)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.lseek(fd, offset, os.SEEK_DATA)
+    except OSError as e:
+        if e.errno == errno.ENXIO:
+            return None
+        raise
+    finally:
+        os.close(fd)

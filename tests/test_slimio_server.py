@@ -15,7 +15,6 @@ full-region behaviour of both logging policies, and the refusals.
 
 from __future__ import annotations
 
-import errno
 import mmap
 import os
 import re
@@ -28,6 +27,7 @@ import pytest
 import redis
 
 from slimio_repro.guest.server import RedisServer, ServerError, free_port
+from conftest import first_data
 
 MIB = 1024 * 1024
 # Set in a guest only (see the module docstring).
@@ -412,19 +412,6 @@ def test_kill9_parent_while_rewrite_child_writes(slim):
 # --------------------------------------------------------------------------------------
 
 MARKER_LINE = re.compile(r"^slimio_dealloc slba=(\d+) nlb=(\d+) why=(wal|slot|format)$")
-
-
-def first_data(path: Path, offset: int) -> int | None:
-    """The first allocated byte at or after ``offset`` (SEEK_DATA), None if only holes follow."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.lseek(fd, offset, os.SEEK_DATA)
-    except OSError as e:
-        if e.errno == errno.ENXIO:
-            return None
-        raise
-    finally:
-        os.close(fd)
 
 
 def is_hole(path: Path, lba: int, nlb: int, lba_size: int) -> bool:

@@ -4,7 +4,6 @@ slimio-admin (format, inspect, export, dump-wal) on device files. Slot and WAL c
 put on the device by tests/slimio_fixture_writer.c through the real format code, from
 bytes made here or by a real redis-server."""
 
-import errno
 import json
 import os
 import random
@@ -15,6 +14,7 @@ import pytest
 
 from slimio_repro import paths
 from slimio_repro.guest.server import RedisServer, free_port, render_conf
+from conftest import first_data
 
 
 @pytest.mark.parametrize("target", ["test", "test-asan"])
@@ -117,19 +117,6 @@ def test_admin_formats_a_file_and_inspects_it(admin, tmp_path):
     assert again.returncode == 1 and "already holds a SlimIO layout" in again.stderr
     assert json.loads(run_admin(admin, "inspect", "--device", str(dev), "--json").stdout
                       )["format_id"] == info["format_id"]
-
-
-def first_data(path, offset):
-    """The first allocated byte at or after offset (SEEK_DATA); None if only holes follow."""
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        return os.lseek(fd, offset, os.SEEK_DATA)
-    except OSError as e:
-        if e.errno == errno.ENXIO:
-            return None
-        raise
-    finally:
-        os.close(fd)
 
 
 def filled_device(path, mib):

@@ -272,13 +272,7 @@ class Device:
         if not self.deallocations:
             keep = kind != e.OP_DEALLOC
             kind, first, count, handle = kind[keep], first[keep], count[keep], handle[keep]
-        before = self.counters()
-        self._cnt[e.C_MIN_FREE] = self.scal[e.S_FREE_COUNT]
-        done = e.replay(kind, first, count, handle, self.prm, self.l2p, self.p2l, self.vpc,
-                        self.state, self.owner, self.open_blk, self.open_wp, self.free_q,
-                        self.scal, self._cnt, self._h[0], self._h[1], self._h[2])
-        self._raise_on_error(done, ops)
-        return self._delta(before)
+        return self._run(kind, first, count, handle, ops)
 
     def uniform_random(self, n_writes: int, seed: int = 1) -> Counters:
         """``n_writes`` single-page writes to uniformly random logical pages (handle 0)."""
@@ -305,14 +299,17 @@ class Device:
             counts.append(np.minimum(pages_per_command, run - starts))
             pos, left = (pos + run) % g.user_pages, left - run
         firsts, counts = np.concatenate(firsts), np.concatenate(counts)
-        kind = np.zeros(len(firsts), dtype=np.int8)
-        hs = np.full(len(firsts), handle, dtype=np.int64)
+        return self._run(np.zeros(len(firsts), dtype=np.int8), firsts, counts,
+                         np.full(len(firsts), handle, dtype=np.int64), None)
+
+    def _run(self, kind, first, count, handle, ops: Ops | None) -> Counters:
+        """The engine over page-level operations; the counters of this run alone."""
         before = self.counters()
         self._cnt[e.C_MIN_FREE] = self.scal[e.S_FREE_COUNT]
-        done = e.replay(kind, firsts, counts, hs, self.prm, self.l2p, self.p2l, self.vpc,
+        done = e.replay(kind, first, count, handle, self.prm, self.l2p, self.p2l, self.vpc,
                         self.state, self.owner, self.open_blk, self.open_wp, self.free_q,
                         self.scal, self._cnt, self._h[0], self._h[1], self._h[2])
-        self._raise_on_error(done, None)
+        self._raise_on_error(done, ops)
         return self._delta(before)
 
     # -- results -----------------------------------------------------------------------------
