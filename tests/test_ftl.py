@@ -358,3 +358,42 @@ def test_sweep_table_and_figure_without_vm_cells(tmp_path):
         (tmp_path / "waf_sensitivity.md").read_text()
     plot.waf_sensitivity(frame, [tmp_path / "w.png"])
     assert (tmp_path / "w.png").exists()
+
+
+def test_a_deallocation_past_the_modelled_device_is_clipped():
+    """mkfs discards the whole namespace: on a smaller modelled device that is no error."""
+    g = ftl.Geometry(user_bytes=16 << 20, op=0.15, ru_bytes=1 << 20, handles=1)
+    ops = ftl.Ops(lba_bytes=512, cmd=np.array([tr.CMD_DEALLOC, tr.CMD_WRITE], dtype=np.int8),
+                  slba=np.array([0, 8], dtype=np.int64), nlb=np.array([1 << 30, 9]),
+                  dtype=np.array([-1, -1]), dspec=np.array([0, 0]), deac=np.array([False] * 2),
+                  line=np.array([1, 2]))
+    for model in ("greedy", "femu-fdp"):
+        g2 = g if model == "greedy" else ftl.Geometry(**{**g.__dict__, "handles": 8,
+                                                          "op": ftl.FEMU_OP})
+        c = ftl.Device(g2, model).replay(ops)
+        # 9 sectors of 512 B from sector 8 touch 4 KiB pages 1 and 2.
+        assert c.host_pages == 2 and c.dealloc_unmapped_pages == g2.user_pages
+    with pytest.raises(ftl.TraceError, match="not an LBA size"):
+        tr.read(BASELINE / "nvme-trace.txt.gz", 1000)
+
+
+def test_the_ftl_command(capsys, tmp_path):
+    from slimio_repro.cli import main
+    out_json = tmp_path / "r.json"
+    assert main(["ftl", str(SLIMIO), str(SLIMIO), "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out
+    assert "femu-fdp" in text and "sequence" in text and "0.11 drive writes" in text
+    assert len(json.loads(out_json.read_text())["cells"]) == 2
+    assert main(["ftl", "--check-device", str(BASELINE), str(SLIMIO)]) == 0
+    checks = json.loads(capsys.readouterr().out)
+    assert [c["ru_usage_ok"] for c in checks] == [True, True]
+    assert main(["ftl", "--model", "greedy", "--op", "0.07", "--ru-bytes", "16M",
+                 "--ignore-placement", str(SLIMIO)]) == 0
+    assert "placement ignored" in capsys.readouterr().out
+    # SlimIO's layout reaches past 256 MiB: the error names the command and the option.
+    assert main(["ftl", "--user-bytes", "256M", "--ru-bytes", "4M", str(SLIMIO)]) == 2
+    assert "--user-bytes" in capsys.readouterr().err
+    assert main(["ftl", "--model", "fifo", str(SLIMIO)]) == 2
+    assert "unknown FTL model 'fifo'" in capsys.readouterr().err
+    assert main(["ftl", str(tmp_path)]) == 2
+    assert "only vm cells record the device trace" in capsys.readouterr().err

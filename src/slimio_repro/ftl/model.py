@@ -241,22 +241,21 @@ class Device:
             raise ModelError(f"page_bytes={g.page_bytes} is not a multiple of the trace's "
                              f"LBA size {ops.lba_bytes}")
         k = g.page_bytes // ops.lba_bytes
-        slba, nlb = ops.slba, ops.nlb
+        slba, nlb, kind = ops.slba, ops.nlb, ops.kind
         first = slba // k
-        is_write = ops.kind == e.OP_WRITE
-        is_dealloc = ops.kind == e.OP_DEALLOC
+        w, d = kind == e.OP_WRITE, kind == e.OP_DEALLOC
         count = np.zeros_like(slba)
-        count[is_write] = (slba[is_write] + nlb[is_write] - 1) // k - first[is_write] + 1
+        count[w] = (slba[w] + nlb[w] - 1) // k - first[w] + 1
         if p.dealloc_extra_lba:
-            count[is_dealloc] = (nlb[is_dealloc] + 1) // k
+            count[d] = (nlb[d] + 1) // k
         else:
-            start = -(-slba[is_dealloc] // k)
-            first[is_dealloc] = start
-            count[is_dealloc] = np.maximum((slba[is_dealloc] + nlb[is_dealloc]) // k - start, 0)
-            # A deallocation past the end is clipped (FEMU's map lookup skips it too).
-        if p.dealloc_extra_lba:
-            end = np.minimum(first + count, g.user_pages)
-            count[is_dealloc] = np.maximum(end[is_dealloc] - first[is_dealloc], 0)
+            first[d] = -(-slba[d] // k)
+            count[d] = (slba[d] + nlb[d]) // k - first[d]
+        # A deallocation past the end of the modelled device is clipped (FEMU's map lookup
+        # skips those pages too); a write there is an error the engine reports.
+        end = np.minimum(first[d] + count[d], g.user_pages)
+        first[d] = np.minimum(first[d], g.user_pages)
+        count[d] = np.maximum(end - first[d], 0)
         if not g.placement:
             handle = np.zeros(len(slba), dtype=np.int64)
         elif p.handle_from_dspec_any_dtype:
@@ -264,7 +263,7 @@ class Device:
         else:
             honoured = (ops.dtype == 2) & (ops.dspec < g.handles)
             handle = np.where(honoured, ops.dspec, 0)
-        return ops.kind.astype(np.int8), first, count, handle.astype(np.int64)
+        return kind, first, count, handle.astype(np.int64)
 
     def replay(self, ops: Ops) -> Counters:
         """Apply a trace; the counters of this replay alone (the state keeps what it did)."""

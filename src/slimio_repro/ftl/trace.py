@@ -118,10 +118,9 @@ def read(path: str | Path, lba_bytes: int, disk: str = "nvme0n1",
     """The commands of one trace on namespace ``disk`` (block device ``block_dev``, the
     ``MAJ,MIN`` of ``disk`` in the guest: /sys/block/nvme0n1/dev) of ``lba_bytes`` LBAs."""
     path = Path(path)
-    if lba_bytes not in (512, 4096) and (lba_bytes <= 0 or lba_bytes & (lba_bytes - 1)):
-        raise TraceError(f"lba_bytes={lba_bytes!r} is not a power of two")
-    if lba_bytes % SECTOR_BYTES:
-        raise TraceError(f"lba_bytes={lba_bytes} is not a multiple of 512")
+    if lba_bytes < SECTOR_BYTES or lba_bytes & (lba_bytes - 1):
+        raise TraceError(f"lba_bytes={lba_bytes!r} is not an LBA size (a power of two of at "
+                         "least 512: the namespace's, nvme id-ns -H)")
     per_lba = lba_bytes // SECTOR_BYTES
     cmd, slba, nlb, dtype, dspec, deac, lines = [], [], [], [], [], [], []
     stats = Counter()
