@@ -101,16 +101,12 @@ def cmd_ftl(args) -> int:
         print(json.dumps(checks, indent=2))
         return 0 if all(c.get("host_bytes_ok") is not False
                         and c.get("ru_usage_ok") is not False for c in checks) else 1
-    geometry = None
-    if args.user_bytes or args.ru_bytes or args.handles or args.page_bytes:
-        first = ftl.CellDevice.load(args.raw_dirs[0])
-        geometry = ftl.Geometry(
-            user_bytes=args.user_bytes or first.capacity_bytes,
-            op=args.op if args.op is not None else ftl.FEMU_OP,
-            page_bytes=args.page_bytes or 4096, ru_bytes=args.ru_bytes or first.ru_bytes,
-            handles=args.handles or first.handles, placement=not args.ignore_placement)
-    out = ftl.replay_cells(args.raw_dirs, args.model, geometry, args.op,
-                           placement=not args.ignore_placement)
+    names = {"user_bytes": args.user_bytes, "op": args.op, "page_bytes": args.page_bytes,
+             "ru_bytes": args.ru_bytes, "handles": args.handles}
+    overrides = {k: v for k, v in names.items() if v is not None}
+    if args.ignore_placement:
+        overrides["placement"] = False
+    out = ftl.replay_cells(args.raw_dirs, args.model, **overrides)
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")
     print(ftl.render(out))

@@ -126,20 +126,17 @@ def check_device(cell: CellDevice, ops: tr.Ops | None = None) -> dict:
 
 
 def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
-                 geometry: Geometry | None = None, op: float | None = None,
-                 placement: bool = True, ops: list[tr.Ops] | None = None) -> dict:
+                 ops: list[tr.Ops] | None = None, **overrides) -> dict:
     """Replay cells in the order given on one modelled device that is never reformatted
-    (the repetitions of a system on one device, as the paper ran them). The geometry is
-    the first cell's own device unless ``geometry`` is given; ``op`` and ``placement``
-    override it. Returns per cell and for the whole sequence: WAF, host and GC-copied
-    bytes, erases, and each per handle. ``ops``: the cells' traces, already read."""
+    (the repetitions of a system on one device, as the paper ran them): the first cell's
+    own device, with :class:`Geometry` fields in ``overrides`` (``op``, ``placement``,
+    ``ru_bytes``, ...) changed. Returns per cell and for the whole sequence: WAF, host and
+    GC-copied bytes, erases, and each per handle. ``ops``: the cells' traces, already read."""
     cells = [CellDevice.load(d) for d in raw_dirs]
     if not cells:
         raise ModelError("no cells to replay")
     pol = policy(model)
-    g = geometry or cells[0].geometry(op=FEMU_OP if op is None else op, placement=placement)
-    if geometry is not None and (op is not None or not placement):
-        g = replace(g, op=g.op if op is None else op, placement=placement and g.placement)
+    g = replace(cells[0].geometry(), **overrides)
     # A smaller modelled device than the namespace is allowed: the replay stops with an
     # error naming the first command beyond it.
     dev = Device(g, pol)
@@ -230,7 +227,7 @@ def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp",
     cells = [CellDevice.load(d) for d in raw_dirs]
     ops = [c.ops() for c in cells]
     out = replay_cells(raw_dirs, model, ops=ops)
-    out["placement_ignored"] = replay_cells(raw_dirs, model, placement=False, ops=ops)
+    out["placement_ignored"] = replay_cells(raw_dirs, model, ops=ops, placement=False)
     out["device_checks"] = [check_device(c, o) for c, o in zip(cells, ops)]
     out["sweep"] = sweep(cells, ops, model, {True: out, False: out["placement_ignored"]}) \
         if with_sweep else []
