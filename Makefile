@@ -3,6 +3,9 @@
 #   make reproduce   set up this host and run the main job (smoke profile by default)
 #   make test        set up this host and run the whole test suite (what .ci/run runs)
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
+#   make nightly     the nightly regression: the ci profile, fresh, compared with the
+#                    committed reference (results/reference/nightly.json); exit 1 on a
+#                    regression
 #
 # Needs Debian 12, root (loop devices, apt), make and python3. Everything else is installed
 # by `bootstrap` (a pinned virtualenv from PyPI) and `setup-host` (the Ansible playbook).
@@ -13,11 +16,14 @@ VENV ?= .venv
 PROFILE ?= smoke
 CORES ?= all
 SNAKEMAKE_ARGS ?=
+# The nightly regression's run and the reference it is compared with.
+NIGHTLY_RESULTS ?= results/nightly
+NIGHTLY_REFERENCE ?= results/reference/nightly.json
 
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host reproduce test test-fast lint
+.PHONY: bootstrap setup-host reproduce nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -38,6 +44,14 @@ setup-host: bootstrap
 reproduce: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+# Every cell is run afresh (--forcerun run_cell; the builds stay cached), then compared.
+nightly: setup-host
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	  --configfile config/profiles/ci.yaml --config results_dir=$(NIGHTLY_RESULTS) \
+	  --forcerun run_cell $(SNAKEMAKE_ARGS)
+	$(BIN)/slimio-repro regress $(NIGHTLY_RESULTS) $(NIGHTLY_REFERENCE) \
+	  --out results/regression
 
 test: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests

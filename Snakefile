@@ -19,12 +19,21 @@ include: "workflows/rules/run.smk"
 include: "workflows/rules/parse.smk"
 include: "workflows/rules/ftl.smk"
 include: "workflows/rules/aggregate.smk"
+include: "workflows/rules/claims.smk"
+include: "workflows/rules/report.smk"
+
+
+onsuccess:
+    print_claims_summary()
 
 
 rule reproduce:
-    """Everything: build, run every cell of the matrix, parse, the FTL model, tables and figures."""
+    """Everything: build, run every cell of the matrix, parse, the FTL model, tables and figures,
+    the claims' verdicts and the report."""
     input:
         tables=TABLE_OUTPUTS,
         figures=FIGURE_OUTPUTS,
         ftl=FTL_OUTPUTS,
+        claims=CLAIMS_OUTPUTS,
+        report=results(pathsmod.REPORT),
     default_target: True

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro import paths
+from slimio_repro import claims, paths, report
+from slimio_repro.aggregate import plot, tables
+from slimio_repro.parse import cell as parse
 
 # In a guest (tests/test_vm_e2e.py runs the SlimIO suite there) only the standard library,
 # redis-py and pytest exist: the config module (PyYAML, jsonschema) is imported where used.
@@ -141,3 +143,28 @@ def first_data(path: Path, offset: int) -> int | None:
         raise
     finally:
         os.close(fd)
+
+
+@pytest.fixture(scope="session")
+def fixture_results(tmp_path_factory) -> Path:
+    """A results directory made by the real stages from the committed cell fixtures."""
+    results = tmp_path_factory.mktemp("report") / "results"
+    (results / "cells").mkdir(parents=True)
+    shutil.copytree(CELL_FIXTURES, results / "raw")
+    records = []
+    for raw in sorted((results / "raw").iterdir()):
+        rec = results / "cells" / f"{raw.name}.json"
+        parse.write(raw, rec, rec.with_suffix(".timeseries.csv"))
+        records.append(rec)
+    tables.write_all(records, results / "tables")
+    pairs = [(results / "cells" / f"bare-{s}-redis-benchmark-periodical-r1.json",
+              results / "cells" / f"bare-{s}-redis-benchmark-periodical-r1.timeseries.csv")
+             for s in ("baseline", "slimio")]
+    figures = results / "figures"
+    figures.mkdir()
+    plot.runtime_rps_figure("fig5_runtime_rps", pairs,
+                            [figures / "fig5_runtime_rps.png", figures / "fig5_runtime_rps.pdf"],
+                            caption=figures / "fig5_runtime_rps.caption.txt")
+    claims.judge_run(results / paths.CELLS_TABLE, paths.CLAIMS_FILE, results / "claims")
+    report.write(results)
+    return results

@@ -14,7 +14,7 @@ RULES = paths.REPO_ROOT / "workflows" / "rules"
 # Stage sub-package -> the rule file that drives it (common.smk makes the plan).
 STAGES = {"plan": "common.smk", "build": "build.smk", "testbed": "testbed.smk",
           "run": "run.smk", "parse": "parse.smk", "ftl": "ftl.smk",
-          "aggregate": "aggregate.smk",
+          "aggregate": "aggregate.smk", "claims": "claims.smk", "report": "report.smk",
           "guest": None}
 # What each stage may import of the others (the pipeline's order; guest is the leaf).
 ALLOWED = {
@@ -26,6 +26,8 @@ ALLOWED = {
     "parse": {"guest"},
     "ftl": {"guest"},
     "aggregate": {"guest"},
+    "claims": set(),
+    "report": set(),
 }
 
 

@@ -17,6 +17,8 @@ from slimio_repro.guest import cell
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro import paths
+from slimio_repro.claims import catalog as claims_catalog
+from test_report import check_report
 
 pytestmark = pytest.mark.e2e
 
@@ -214,3 +216,11 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
         assert "site.ycsb.db.redisstring.RedisStringClient" in argv
     ycsb_ratios = pd.read_csv(results / "tables" / "table4_ratios.csv")
     assert set(ycsb_ratios.metric) >= {"get_p999_ms", "set_p999_ms", "rps_avg"}
+
+    # The claims judged on this run (bare: the vm and model claims say which cells they need)
+    # and the report, opened in headless Chromium.
+    verdicts = pd.read_csv(results / paths.VERDICT_FILES["csv"])
+    assert len(verdicts) == len(claims_catalog.load())
+    vm_claim = verdicts[verdicts.claim_id == "t3-rps-wal-only-periodical-32pct"].iloc[0]
+    assert vm_claim.verdict == "not testable here" and "matrix.testbeds" in vm_claim.reason
+    check_report(results, tmp_path / "report.png", ["fig5_runtime_rps", "waf_sensitivity"])

@@ -7,14 +7,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-enum { FP_OFF = 0, FP_CRASH = 1, FP_ERROR = 2 };
+enum { FP_OFF = 0, FP_CRASH = 1, FP_ERROR = 2, FP_DELAY = 3 };
 
 typedef struct {
     _Atomic int action;
     _Atomic uint64_t nth;   /* 0 = every hit */
     _Atomic uint64_t hits;
+    _Atomic uint64_t delay_us;  /* FP_DELAY: microseconds slept per hit */
 } failpoint;
 
 static failpoint failpoints[SLIMIO_FP_COUNT];
@@ -41,6 +43,12 @@ int slimioFailpoint(slimioFailpointId id) {
     uint64_t nth = atomic_load(&fp->nth);
     if (nth && hit != nth) return 0;
     if (action == FP_ERROR) return -1;
+    if (action == FP_DELAY) {
+        uint64_t us = atomic_load_explicit(&fp->delay_us, memory_order_relaxed);
+        struct timespec ts = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+        while (nanosleep(&ts, &ts) == -1) { /* EINTR: sleep the rest */ }
+        return 0;
+    }
     /* Crash: no atexit handlers, no flushing, exactly like kill -9. */
     static const char msg[] = "slimio: failpoint crash\n";
     if (write(STDERR_FILENO, msg, sizeof(msg) - 1) < 0) { /* nothing to do */ }
@@ -51,6 +59,7 @@ int slimioFailpoint(slimioFailpointId id) {
 int slimioFailpointSet(const char *spec, char *err, size_t errlen) {
     int action[SLIMIO_FP_COUNT] = {0};
     uint64_t nth[SLIMIO_FP_COUNT] = {0};
+    uint64_t delay[SLIMIO_FP_COUNT] = {0};
     char *copy = strdup(spec ? spec : ""), *save = NULL;
     if (!copy) { snprintf(err, errlen, "out of memory"); return -1; }
     for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
@@ -70,13 +79,18 @@ int slimioFailpointSet(const char *spec, char *err, size_t errlen) {
             }
         }
         int act = FP_CRASH;
+        uint64_t us = 0;
         if (eq) {
             *eq = '\0';
+            char *end = NULL;
             if (!strcmp(eq + 1, "crash")) act = FP_CRASH;
             else if (!strcmp(eq + 1, "error")) act = FP_ERROR;
+            else if (!strncmp(eq + 1, "delay:", 6) && eq[7] >= '0' && eq[7] <= '9' &&
+                     (us = strtoull(eq + 7, &end, 10)) > 0 && !*end && us <= 10000000)
+                act = FP_DELAY;
             else {
-                snprintf(err, errlen, "failpoint '%s': unknown action '%s' (use crash or error)",
-                         tok, eq + 1);
+                snprintf(err, errlen, "failpoint '%s': unknown action '%s' (use crash, error "
+                         "or delay:<microseconds, 1-10000000>)", tok, eq + 1);
                 free(copy);
                 return -1;
             }
@@ -92,12 +106,14 @@ int slimioFailpointSet(const char *spec, char *err, size_t errlen) {
         }
         action[found] = act;
         nth[found] = n;
+        delay[found] = us;
     }
     free(copy);
     for (int i = 0; i < SLIMIO_FP_COUNT; i++) {
         atomic_store(&failpoints[i].action, FP_OFF);
         atomic_store(&failpoints[i].hits, 0);
         atomic_store(&failpoints[i].nth, nth[i]);
+        atomic_store(&failpoints[i].delay_us, delay[i]);
         atomic_store(&failpoints[i].action, action[i]);
     }
     return 0;

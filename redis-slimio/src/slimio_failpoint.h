@@ -8,8 +8,10 @@
  *
  * read once at start-up (slimioFailpointInitFromEnv), or with slimioFailpointSet().
  * Actions: "crash" (default: the process dies at once with SIGKILL, as kill -9 would),
- * "error" (the call site fails its I/O with EIO). "@N" triggers on the N-th hit only
- * (1-based; default every hit). Unknown names are refused, so a typo in a campaign cannot
+ * "error" (the call site fails its I/O with EIO), "delay:US" (the call site sleeps US
+ * microseconds, 1 to 10^7, then goes on: a deliberately slowed SlimIO, which the nightly
+ * regression must catch; "wal.append=delay:200" slows every WAL batch). "@N" triggers on
+ * the N-th hit only (1-based; default every hit). Unknown names are refused, so a typo in a campaign cannot
  * silently test nothing. SLIMIO_FAILPOINT_LIST is the complete list, in protocol order. */
 #ifndef SLIMIO_FAILPOINT_H
 #define SLIMIO_FAILPOINT_H

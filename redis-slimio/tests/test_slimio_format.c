@@ -18,6 +18,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "slimio_crc32c.h"
@@ -272,6 +273,27 @@ static void test_failpoint_spec_errors_name_the_entry(void) {
     CHECK(slimioFailpointSet("meta.after-write=explode", err, sizeof(err)) == -1);
     CHECK(strstr(err, "unknown action 'explode'"));
     CHECK(slimioFailpointSet("meta.after-write@0", err, sizeof(err)) == -1);
+    CHECK(slimioFailpointSet("wal.append=delay:", err, sizeof(err)) == -1);
+    CHECK(strstr(err, "delay:<microseconds"));
+    CHECK(slimioFailpointSet("wal.append=delay:0", err, sizeof(err)) == -1);
+    CHECK(slimioFailpointSet("wal.append=delay:5x", err, sizeof(err)) == -1);
+    CHECK(slimioFailpointSet("wal.append=delay:-5", err, sizeof(err)) == -1);
+    CHECK(slimioFailpointSet("", err, sizeof(err)) == 0);
+}
+
+/* The delay action sleeps at the call site and then lets it go on. */
+static void test_failpoint_delay_sleeps_and_goes_on(void) {
+    char err[256];
+    struct timespec t0, t1;
+    CHECK(slimioFailpointSet("wal.append=delay:20000", err, sizeof(err)) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(slimioFailpoint(SLIMIO_FP_WAL_APPEND) == 0);
+    CHECK(slimioFailpoint(SLIMIO_FP_WAL_APPEND) == 0);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double slept = (t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) / 1e9;
+    CHECK(slept >= 0.040);                                          /* 2 x 20 ms */
+    CHECK(slimioFailpointHits(SLIMIO_FP_WAL_APPEND) == 2);
+    CHECK(slimioFailpoint(SLIMIO_FP_META_BEFORE_WRITE) == 0);       /* others untouched */
     CHECK(slimioFailpointSet("", err, sizeof(err)) == 0);
 }
 
@@ -978,6 +1000,7 @@ int main(void) {
     RUN(test_format_erases_records_of_an_earlier_format);
     RUN(test_failpoint_spec_errors_name_the_entry);
     RUN(test_failpoint_error_action_and_hit_counting);
+    RUN(test_failpoint_delay_sleeps_and_goes_on);
     RUN(test_failpoint_crash_leaves_a_valid_record);
     RUN(test_wal_scan_reads_back_every_byte);
     RUN(test_wal_scan_stops_at_torn_tail);

@@ -113,6 +113,48 @@ def cmd_ftl(args) -> int:
     return 0
 
 
+def cmd_claims(args) -> int:
+    """Judge the paper's claims on a finished run and print the one-screen summary."""
+    from . import claims
+    results = Path(args.results_dir)
+    out = claims.judge_run(results / paths.CELLS_TABLE, Path(args.claims),
+                           results / Path(paths.VERDICT_FILES["csv"]).parent)
+    print(out["summary"].read_text(), end="")
+    return 0
+
+
+def cmd_report(args) -> int:
+    """Render results/report.html from a run's verdicts, tables and figures."""
+    from . import report
+    print(report.write(Path(args.results_dir)))
+    return 0
+
+
+def cmd_regress(args) -> int:
+    """Compare a run with a reference; exit 1 on a regression."""
+    from .claims import regress
+    result = regress.compare(regress.fingerprint(Path(args.current)),
+                             json.loads(Path(args.reference).read_text()))
+    out = Path(args.out) if args.out else Path(args.current) / "regression"
+    md, js = regress.write(result, out)
+    print(md.read_text(), end="")
+    print(f"written: {md}, {js}")
+    return 1 if result["regression"] else 0
+
+
+def cmd_nightly_reference(args) -> int:
+    """Make a regression reference from runs of one profile on an unchanged tree."""
+    from .claims import regress
+    ref = regress.make_reference([Path(r) for r in args.runs])
+    out = Path(args.output)
+    if out.exists() and not args.force:
+        raise regress.RegressError(f"{out} exists: refreshing the reference is deliberate, "
+                                   "pass --force")
+    out.write_text(json.dumps(ref, indent=1) + "\n")
+    print(f"{out}: {len(ref['quantities'])} quantities from {len(args.runs)} run(s)")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="slimio-repro", description=__doc__)
     sub = ap.add_subparsers(dest="command", required=True)
@@ -171,6 +213,27 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead: check each trace against the FDP statistics and reclaim "
                    "unit status the device reported (exit 1 on a mismatch)")
     p.set_defaults(func=cmd_ftl)
+    p = sub.add_parser("claims", help="judge the paper's claims on a finished run "
+                       "(results/claims/verdicts.*) and print the summary")
+    p.add_argument("results_dir", help="a run's results directory, e.g. results")
+    p.add_argument("--claims", default=str(paths.CLAIMS_FILE), help="the claims file")
+    p.set_defaults(func=cmd_claims)
+    p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
+    p.add_argument("results_dir")
+    p.set_defaults(func=cmd_report)
+    p = sub.add_parser("regress", help="compare a run's ratios and claim values with a "
+                       "reference (exit 1 on a regression)")
+    p.add_argument("current", help="the run's results directory")
+    p.add_argument("reference", help="the reference, e.g. results/reference/nightly.json")
+    p.add_argument("--out", help="where to write PREFIX.md and PREFIX.json (default "
+                   "CURRENT/regression)")
+    p.set_defaults(func=cmd_regress)
+    p = sub.add_parser("nightly-reference", help="make a regression reference from runs of "
+                       "one profile on an unchanged tree (tolerances from their spread)")
+    p.add_argument("output", help="e.g. results/reference/nightly.json")
+    p.add_argument("runs", nargs="+", help="results directories of the runs")
+    p.add_argument("--force", action="store_true", help="replace an existing reference")
+    p.set_defaults(func=cmd_nightly_reference)
     args = ap.parse_args(argv)
     try:
         return args.func(args)

@@ -23,14 +23,14 @@ TABLE_OUTPUTS = (
 # slimio-nofdp, Figure 5 slimio, both the baseline); asked for by name without them, their
 # input function stops the run at planning time and names what is missing.
 FIGURE_OUTPUTS = (
-    [results(f"figures/waf_sensitivity.{ext}") for ext in ("png", "pdf")]
+    [results(f"figures/waf_sensitivity.{ext}") for ext in ("png", "pdf", "caption.txt")]
     + cell_files(pathsmod.CELL_FIGURE_PATTERN, ext="png")
     + cell_files(pathsmod.CELL_FIGURE_PATTERN, ext="pdf")
     + [
         results(f"figures/{name}.{ext}")
         for name in aggregatemod.RUNTIME_RPS_FIGURES
         if aggregatemod.runtime_rps_figure_cells(CELLS, name)
-        for ext in ("png", "pdf")
+        for ext in ("png", "pdf", "caption.txt")
     ]
 )
 
@@ -79,6 +79,7 @@ rule plot_fig4_runtime_rps:
     output:
         png=results("figures/fig4_runtime_rps.png"),
         pdf=results("figures/fig4_runtime_rps.pdf"),
+        caption=results("figures/fig4_runtime_rps.caption.txt"),
     log:
         results("logs/plot_fig4_runtime_rps.log"),
     params:
@@ -101,6 +102,7 @@ rule plot_fig5_runtime_rps:
     output:
         png=results("figures/fig5_runtime_rps.png"),
         pdf=results("figures/fig5_runtime_rps.pdf"),
+        caption=results("figures/fig5_runtime_rps.caption.txt"),
     log:
         results("logs/plot_fig5_runtime_rps.log"),
     params:
@@ -116,6 +118,7 @@ rule plot_waf_sensitivity:
     output:
         png=results("figures/waf_sensitivity.png"),
         pdf=results("figures/waf_sensitivity.pdf"),
+        caption=results("figures/waf_sensitivity.caption.txt"),
     log:
         results("logs/plot_waf_sensitivity.log"),
     script:

@@ -1,5 +1,6 @@
 # Validation, wildcard constraints and input functions shared by every stage.
 import sys
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
@@ -10,6 +11,7 @@ from slimio_repro.aggregate import tables as aggregatemod  # noqa: E402
 from slimio_repro.build import fio as fiomod  # noqa: E402
 from slimio_repro.build import redis as buildmod  # noqa: E402
 from slimio_repro.build import ycsb as ycsbmod  # noqa: E402
+from slimio_repro.claims import catalog as claimsmod  # noqa: E402
 
 # Fill the schema's defaults, validate, and resolve the plan: every check that can be made
 # before a build is made here, and a wrong key or value stops the run, named.
@@ -18,6 +20,14 @@ try:
     PLAN = planmod.make(config)
 except planmod.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+# The claims file too, before anything is built: a bad claim stops the run, named.
+try:
+    claimsmod.load(config["claims"]["file"])
+except claimsmod.ClaimsError as exc:
+    raise WorkflowError(f"{exc} (config claims.file)") from None
+
+# When this run started: a claims summary older than this was not judged by this run.
+WORKFLOW_STARTED = time.time()
 
 # As the user wrote them (relative to the working directory, or absolute): targets match.
 RESULTS = config["results_dir"].rstrip("/")
@@ -92,3 +102,10 @@ def ftl_sequence_inputs(wildcards):
                     == (wildcards.testbed, wildcards.system, wildcards.workload,
                         wildcards.policy)), key=lambda c: c.rep)
     return [results(pathsmod.CELL_RAW_PATTERN).format(**c.wildcards()) for c in cells]
+
+
+def print_claims_summary():
+    """At the end of a run that judged the claims: their one-screen summary (onsuccess)."""
+    summary = Path(results(pathsmod.VERDICT_FILES["summary"]))
+    if summary.exists() and summary.stat().st_mtime >= WORKFLOW_STARTED:
+        print(summary.read_text(), end="")

@@ -1,4 +1,5 @@
-"""Rule plot_waf_sensitivity: thin wrapper over slimio_repro.aggregate.plot.waf_sensitivity."""
+"""Rule plot_waf_sensitivity: thin wrapper over slimio_repro.aggregate.plot.waf_sensitivity
+(the figure, and its caption beside it)."""
 import json
 from pathlib import Path
 
@@ -8,4 +9,5 @@ from slimio_repro.smk import logged
 with logged(snakemake.log[0]):
     sequences = [json.loads(Path(f).read_text()) for f in snakemake.input.ftl]
     plot.waf_sensitivity(tables.sweep_frame(sequences),
-                         [Path(snakemake.output.png), Path(snakemake.output.pdf)])
+                         [Path(snakemake.output.png), Path(snakemake.output.pdf)],
+                         caption=Path(snakemake.output.caption), sequences=sequences)

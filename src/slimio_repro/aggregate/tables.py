@@ -544,13 +544,18 @@ def load_ftl(files: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
         sequences.append(seq)
         ignored = {r["cell"]: r for r in seq["placement_ignored"]["cells"]}
         page = seq["geometry"]["page_bytes"]
+        written = 0
         for r in seq["cells"]:
+            written += r["host_bytes"]
             rows.append({"cell_id": r["cell"], "waf_modelled": r["waf"],
                          "waf_modelled_placement_ignored": ignored[r["cell"]]["waf"],
                          "ftl_host_bytes": r["host_bytes"],
                          "ftl_gc_bytes": r["gc_pages"] * page,
                          "ftl_erases": r["erases"],
                          "ftl_dealloc_bytes": r["dealloc_pages"] * page,
+                         # How often the modelled device had been written over by the end of
+                         # this cell (its sequence's host bytes so far / user capacity).
+                         "ftl_drive_writes": written / seq["geometry"]["user_bytes"],
                          "ftl_model": seq["model"]})
     return pd.DataFrame(rows), sequences
 

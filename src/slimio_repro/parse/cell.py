@@ -257,6 +257,22 @@ def settings(raw: Path, workload: str) -> tuple[dict, dict]:
     return eff["config"]["workloads"][workload], eff["derived"]
 
 
+def run_environment(prov: dict) -> dict:
+    """Where the cell ran, for judging which claims it can speak to: the accelerator (native on
+    bare; kvm or tcg in a VM: absolute numbers only transfer from native or KVM), the device
+    model (the emulator of the vm testbed's SSD, whose garbage collection decides what its WAF
+    can show; a loop-mounted image on bare) and the physical host (ratios are only formed
+    between cells of alike hosts)."""
+    vm = prov.get("vm")
+    host = vm["host"] if vm else prov["host"]
+    return {
+        "accel": vm["accel"] if vm else "native",
+        "device_model": vm["device_profile"]["emulator"] if vm else "loop-image",
+        "host_name": host["hostname"],
+        "host_cpu_model": host["cpu_model"],
+    }
+
+
 def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     raw = Path(raw)
     if not (raw / layout.RAW_COMPLETE).exists():
@@ -289,6 +305,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "slimio_backend": slim_storage["backend"] if slim_storage else None,
         "slimio_device": slim_storage["device_file"] if slim_storage else None,
         "redis_version": prov["redis_build"]["redis_version"],
+        **run_environment(prov),
         "key_size_bytes": workload_cfg["key_size_bytes"],
         "value_size_bytes": workload_cfg["value_size_bytes"],
         **client,

@@ -1,0 +1,315 @@
+"""A verdict per claim from one run's tidy records (results/tables/cells.csv).
+
+The value of a claim is computed from the means of its terms' cells (ratio, difference, the
+term alone, or a ratio of two ratios); its uncertainty is a percentile bootstrap over the
+repetitions (scipy.stats.bootstrap, each set of cells resampled on its own, the terms of one
+set together, seeded). The verdict:
+
+* holds: the value is on the claimed side of the neutral value (1 for ratios, 0 for
+  differences) and within the claim's tolerance of the paper's value ('equal' claims and
+  absolute claims: within the tolerance);
+* holds in direction only: on the claimed side, outside the tolerance;
+* does not hold: not on the claimed side (or outside an 'equal' band);
+* not testable here: the claim needs what this run does not have (cells of the matrix, the
+  paper profile, a native CPU, a device with garbage collection, or an output the pipeline
+  does not produce yet); the reason says which.
+
+The confidence interval does not change the verdict: it is reported beside it, and a reason
+says when it includes the neutral value (the side is then not established at this n).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from slimio_repro.claims.catalog import POLICY_LABELS, SYSTEM_LABELS, Claim, Measure, Term
+
+HOLDS = "holds"
+DIRECTION_ONLY = "holds in direction only"
+FAILS = "does not hold"
+UNTESTABLE = "not testable here"
+VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNTESTABLE)
+
+CONFIDENCE = 0.95
+RESAMPLES = 2000
+SEED = 20251116
+
+# Why a condition of `requires` is unmet, by condition.
+REQUIREMENTS = {
+    "paper_profile": (
+        lambda cells: set(cells["profile"]) == {"paper"},
+        "needs the paper profile (28 M SETs, 5.3 M keys, 20 GB snapshots on a 180 GB FEMU "
+        "SSD): this run is the {profiles} profile"),
+    "native_cpu": (
+        lambda cells: set(cells["accel"]) <= {"native", "kvm"},
+        "absolute numbers do not transfer from an emulated CPU ({accels}); needs KVM or the "
+        "bare testbed, and the paper's hardware for the same magnitude"),
+    "device_gc": (
+        lambda cells: set(cells["device_model"]) <= {"femu"},
+        "needs a device with garbage collection (FEMU): this run's device is {devices}, which "
+        "has none, so its measured WAF is 1.00 by construction; the device model's claim on "
+        "waf_modelled judges it instead"),
+    "device_aged": (
+        lambda cells: "ftl_drive_writes" in cells and cells["ftl_drive_writes"].max() >= 1.0,
+        "the modelled device was written over {drive_writes} times by these cells' sequences; "
+        "garbage collection needs at least one full drive write (the gc or paper profile), so "
+        "a fresh device's WAF of 1.00 judges nothing"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class Verdict:
+    claim: Claim
+    verdict: str
+    reason: str
+    measured: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    n: int = 0                      # the smallest number of repetitions over the claim's terms
+    n_detail: str = ""              # n per term, e.g. "2/2"
+    judged_on: str = ""             # testbed (accelerator, device) the cells ran on
+
+    def row(self) -> dict:
+        c = self.claim
+        return {
+            "claim_id": c.id, "source": c.source, "where": c.where, "quote": c.quote,
+            "kind": c.kind, "testbed": c.testbed, "comparison": comparison(c),
+            "metrics": ", ".join(sorted(c.metrics())), "direction": c.direction,
+            "paper_value": c.paper_value, "text_value": c.text_value,
+            "measured": self.measured, "ci_low": self.ci_low, "ci_high": self.ci_high,
+            "confidence_level": CONFIDENCE if self.ci_low is not None else None,
+            "n": self.n, "n_per_term": self.n_detail, "judged_on": self.judged_on,
+            "tolerance": c.tolerance.label(), "tolerance_reason": c.tolerance.reason,
+            "verdict": self.verdict, "reason": self.reason, "doubt": c.doubt,
+        }
+
+
+def comparison(c: Claim) -> str:
+    """The claim's value in words, e.g. 'SlimIO / Baseline rps_wal_only (redis-benchmark,
+    Periodical-Log)'."""
+    def side(m: Measure) -> str:
+        t, r = m.term, m.reference
+        if r is None:
+            return t.label()
+        op = " - " if c.kind == "difference" else " / "
+        if r.metric != t.metric and r.system == t.system:
+            lhs, rhs = t.metric, r.metric
+            who = SYSTEM_LABELS[t.system]
+            return f"{who} {lhs}{op}{rhs} ({_where(t, r)})"
+        lhs, rhs = SYSTEM_LABELS[t.system], SYSTEM_LABELS[r.system]
+        if (t.system == r.system):
+            lhs, rhs = _where(t), _where(r)
+            return f"{SYSTEM_LABELS[t.system]} {t.metric}: {lhs}{op}{rhs}"
+        return f"{lhs}{op}{rhs} {t.metric} ({_where(t, r)})"
+    out = side(c.measure)
+    if c.versus is not None:
+        out = f"[{out}] / [{side(c.versus)}]"
+    return out
+
+
+def _where(t: Term, r: Term | None = None) -> str:
+    parts = [t.workload]
+    if t.policy and (r is None or r.policy == t.policy):
+        parts.append(POLICY_LABELS[t.policy])
+    elif t.policy and r is not None:
+        parts.append(f"{POLICY_LABELS[t.policy]} vs {POLICY_LABELS[r.policy]}")
+    return ", ".join(parts)
+
+
+def _cells(records: pd.DataFrame, testbed: str, t: Term) -> pd.DataFrame:
+    sel = ((records["testbed"] == testbed) & (records["system"] == t.system)
+           & (records["workload"] == t.workload))
+    if t.policy:
+        sel &= records["policy"] == t.policy
+    return records[sel]
+
+
+def _missing(records: pd.DataFrame, testbed: str, t: Term) -> str:
+    """Which cells a term needs that the run does not have, and how to get them."""
+    pattern = f"{testbed}-{t.system}-{t.workload}-{t.policy or '*'}-r*"
+    for key, column, value in (("testbeds", "testbed", testbed), ("systems", "system", t.system),
+                               ("workloads", "workload", t.workload),
+                               ("policies", "policy", t.policy)):
+        if value is not None and value not in set(records[column]):
+            return (f"needs {pattern} cells: this run has no {value!r} in matrix.{key} "
+                    f"(add it there)")
+    return f"needs {pattern} cells, which this run does not have"
+
+
+def _judged_on(cells: pd.DataFrame, testbed: str) -> str:
+    accels = ",".join(sorted(set(cells["accel"].dropna()))) if "accel" in cells else "?"
+    devices = ",".join(sorted(set(cells["device_model"].dropna()))) \
+        if "device_model" in cells else "?"
+    shown = "model (vm traces)" if testbed == "model" else testbed
+    return f"{shown}: {accels}, {devices}"
+
+
+def _value(c: Claim, means: dict[Term, float]) -> float:
+    def one(m: Measure) -> float:
+        a = means[m.term]
+        if m.reference is None:
+            return a
+        b = means[m.reference]
+        if c.kind == "difference":
+            return a - b
+        return a / b if b else math.nan
+    v = one(c.measure)
+    if c.versus is not None:
+        w = one(c.versus)
+        v = v / w if w else math.nan
+    return v
+
+
+def _on_side(c: Claim, v: float) -> bool:
+    if c.direction == "higher":
+        return v > c.neutral
+    if c.direction == "lower":
+        return v < c.neutral
+    return True
+
+
+def _in_band(c: Claim, v: float) -> bool:
+    tol = c.tolerance
+    if tol.rule == "relative":
+        return abs(v / c.paper_value - 1) <= tol.value if c.paper_value else abs(v) <= tol.value
+    if tol.rule == "absolute":
+        return abs(v - c.paper_value) <= tol.value
+    return True
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _decide(c: Claim, v: float) -> tuple[str, str]:
+    paper = _fmt(c.paper_value)
+    if c.direction == "equal" or c.kind == "absolute":
+        if _in_band(c, v):
+            return HOLDS, f"{_fmt(v)} is within {c.tolerance.label()} of the paper's {paper}"
+        off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
+        return FAILS, (f"{_fmt(v)} is outside {c.tolerance.label()} of the paper's {paper} "
+                       f"({off:+.1f} %)")
+    want = f"{'above' if c.direction == 'higher' else 'below'} {c.neutral:g}"
+    if not _on_side(c, v):
+        return FAILS, f"{_fmt(v)} is not {want} as claimed (the paper: {paper})"
+    if c.tolerance.rule == "direction":
+        return HOLDS, f"{_fmt(v)} is {want} as claimed (the paper: {paper}; only the side counts)"
+    if _in_band(c, v):
+        return HOLDS, (f"{_fmt(v)} is {want} and within {c.tolerance.label()} of the "
+                       f"paper's {paper}")
+    off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
+    return DIRECTION_ONLY, (f"{_fmt(v)} is {want} as claimed, but {off:+.1f} % from the "
+                            f"paper's {paper} (tolerance {c.tolerance.label()})")
+
+
+def _bootstrap(c: Claim, groups: dict, metrics_of: dict) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of the claim's value; None when a set has fewer than 2 cells."""
+    keys = list(groups)
+    if any(len(groups[k]) < 2 for k in keys):
+        return None, None
+
+    def statistic(*samples):
+        means = {}
+        for key, idx in zip(keys, samples):
+            for term, values in metrics_of[key]:
+                means[term] = float(values[idx.astype(int)].mean())
+        return _value(c, means)
+
+    data = tuple(np.arange(len(groups[k]), dtype=float) for k in keys)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap(data, statistic, n_resamples=RESAMPLES, vectorized=False,
+                              paired=False, confidence_level=CONFIDENCE, method="percentile",
+                              rng=np.random.default_rng(SEED))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    if math.isnan(lo) or math.isnan(hi):
+        return None, None
+    return lo, hi
+
+
+def judge(c: Claim, records: pd.DataFrame) -> Verdict:
+    """The verdict of one claim on one run's records (one row per cell)."""
+    if c.not_testable:
+        return Verdict(c, UNTESTABLE, c.not_testable)
+    testbed = "vm" if c.testbed == "model" else c.testbed
+    terms = c.terms()
+    for t in terms:
+        if t.metric not in records.columns:
+            return Verdict(c, UNTESTABLE, f"this run's records have no column {t.metric!r}")
+    # Each distinct set of cells is one bootstrap sample; its terms share the resample.
+    groups, metrics_of, n_of = {}, {}, {}
+    for t in terms:
+        key = (t.system, t.workload, t.policy)
+        cells = _cells(records, testbed, t)
+        if cells.empty:
+            return Verdict(c, UNTESTABLE, _missing(records, testbed, t))
+        groups.setdefault(key, cells)
+    for key, cells in groups.items():
+        needed = sorted({t.metric for t in terms if (t.system, t.workload, t.policy) == key})
+        complete = cells.dropna(subset=needed)
+        if complete.empty:
+            return Verdict(c, UNTESTABLE, (
+                f"the {testbed}-{key[0]}-{key[1]}-{key[2] or '*'} cells have no value of "
+                f"{', '.join(needed)}"))
+        groups[key] = complete
+    everything = pd.concat(list(groups.values()))
+    judged_on = _judged_on(everything, c.testbed)
+    for need in c.requires:
+        ok, why = REQUIREMENTS[need]
+        if not ok(everything):
+            return Verdict(c, UNTESTABLE, why.format(
+                profiles=", ".join(sorted(set(everything["profile"]))),
+                accels=", ".join(sorted(set(everything["accel"]))),
+                devices=", ".join(sorted(set(everything["device_model"]))),
+                drive_writes=f"{everything['ftl_drive_writes'].max():.2f}"
+                if "ftl_drive_writes" in everything else "0"),
+                judged_on=judged_on)
+    for key, cells in groups.items():
+        metrics_of[key] = [(t, cells[t.metric].to_numpy(dtype=float))
+                           for t in dict.fromkeys(terms)
+                           if (t.system, t.workload, t.policy) == key]
+        n_of[key] = len(cells)
+    means = {t: float(vals.mean()) for key in groups for t, vals in metrics_of[key]}
+    value = _value(c, means)
+    n_detail = "/".join(str(n_of[(t.system, t.workload, t.policy)]) for t in terms)
+    n = min(n_of.values())
+    if math.isnan(value) or math.isinf(value):
+        return Verdict(c, UNTESTABLE, "the reference's mean is 0: the ratio is undefined",
+                       n=n, n_detail=n_detail, judged_on=judged_on)
+    lo, hi = _bootstrap(c, groups, metrics_of)
+    verdict, reason = _decide(c, value)
+    if lo is None:
+        reason += f"; n={n}: no confidence interval"
+    elif c.neutral is not None and c.direction != "equal" and lo <= c.neutral <= hi:
+        reason += (f"; the {CONFIDENCE:.0%} CI [{_fmt(lo)}, {_fmt(hi)}] includes "
+                   f"{c.neutral:g}: the side is not established at n={n}")
+    hosts = set(everything.get("host_cpu_model", pd.Series(dtype=str)).dropna())
+    if len(hosts) > 1:
+        reason += f"; WARNING: the cells ran on unlike hosts ({', '.join(sorted(hosts))})"
+    return Verdict(c, verdict, reason, value, lo, hi, n, n_detail, judged_on)
+
+
+def judge_all(claims: list[Claim], records: pd.DataFrame) -> list[Verdict]:
+    return [judge(c, records) for c in claims]
+
+
+def ratio_interval(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None]:
+    """Percentile bootstrap CI of mean(a) / mean(b), the samples resampled independently
+    (the same method and seed as the claims'); None with fewer than 2 values on a side."""
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if len(a) < 2 or len(b) < 2 or not b.mean():
+        return None, None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        res = stats.bootstrap((a, b), lambda x, y: x.mean() / y.mean(),
+                              n_resamples=RESAMPLES, vectorized=False, paired=False,
+                              confidence_level=CONFIDENCE, method="percentile",
+                              rng=np.random.default_rng(SEED))
+    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
+    return (None, None) if math.isnan(lo) or math.isnan(hi) else (lo, hi)

@@ -1,0 +1,153 @@
+"""Verdicts written out: results/claims/verdicts.{csv,json,md} and the one-screen summary
+printed at the end of `make reproduce`."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from pathlib import Path
+
+import pandas as pd
+
+from slimio_repro import paths as pathsmod
+from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNTESTABLE,
+                                       VERDICTS, Verdict)
+
+SHORT = {HOLDS: "HOLDS", DIRECTION_ONLY: "DIRECTION", FAILS: "FAILS", UNTESTABLE: "n/t"}
+
+
+def run_info(records: pd.DataFrame) -> dict:
+    """What the run was, in brief (from its tidy records)."""
+    def values(col):
+        return sorted({str(v) for v in records[col].dropna()}) if col in records else []
+    return {"cells": int(len(records)), "profiles": values("profile"),
+            "testbeds": values("testbed"), "systems": values("system"),
+            "workloads": values("workload"), "policies": values("policy"),
+            "accels": values("accel"), "device_models": values("device_model"),
+            "redis_versions": values("redis_version"), "git_commits": values("git_commit"),
+            "repetitions": int(records["rep"].max()) if len(records) else 0}
+
+
+def frame(verdicts: list[Verdict]) -> pd.DataFrame:
+    return pd.DataFrame([v.row() for v in verdicts])
+
+
+def _num(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
+
+
+def _ci(row) -> str:
+    if row["ci_low"] is None or pd.isna(row["ci_low"]):
+        return "-"
+    return f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+
+
+def _cell(text) -> str:
+    return "" if text is None or (isinstance(text, float) and math.isnan(text)) \
+        else str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def counts(verdicts: list[Verdict]) -> dict[str, int]:
+    c = Counter(v.verdict for v in verdicts)
+    return {k: c.get(k, 0) for k in VERDICTS}
+
+
+def markdown(verdicts: list[Verdict], info: dict) -> str:
+    df = frame(verdicts)
+    n = counts(verdicts)
+    lines = [
+        "# Does the paper hold? A verdict per claim",
+        "",
+        f"Run: {info['cells']} cells, profile {', '.join(info['profiles'])}, testbeds "
+        f"{', '.join(info['testbeds'])} (accelerator {', '.join(info['accels']) or '-'}, "
+        f"device {', '.join(info['device_models']) or '-'}), Redis "
+        f"{', '.join(info['redis_versions'])}, up to {info['repetitions']} repetitions; "
+        f"commit {', '.join(c[:12] for c in info['git_commits'])}.",
+        "",
+        " · ".join(f"**{k}**: {v}" for k, v in n.items()) + f" (of {len(verdicts)} claims)",
+        "",
+        "| Claim | Where | Claim's words | Compared | Paper | Measured | "
+        f"{CONFIDENCE:.0%} CI | n | Tolerance | Verdict | Why |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for _, r in df.iterrows():
+        paper = _num(r["paper_value"])
+        if r["text_value"] is not None and not pd.isna(r["text_value"]):
+            paper += f" (text: {_num(r['text_value'])})"
+        why = _cell(r["reason"])
+        if _cell(r["doubt"]):
+            why += f" **Doubt:** {_cell(r['doubt'])}"
+        lines.append(
+            f"| {r['claim_id']} | {_cell(r['where'])} | {_cell(r['quote'])} | "
+            f"{_cell(r['comparison'])} | {paper} | {_num(r['measured'])} | {_ci(r)} | "
+            f"{r['n_per_term'] or '-'} | {r['tolerance']} | **{r['verdict']}** | {why} |")
+    lines += [
+        "",
+        "Verdicts: *holds* = on the claimed side of 1 (ratios) or 0 (differences) and within "
+        "the tolerance of the paper's value; *holds in direction only* = on the claimed side, "
+        "outside the tolerance; *does not hold* = not on the claimed side, or outside the band "
+        "of an 'equal' or absolute claim; *not testable here* = the run lacks what the claim "
+        "needs (the reason names it). The measured value is computed from the means over the "
+        "repetitions; the confidence interval is a percentile bootstrap over them "
+        f"(scipy.stats.bootstrap, {CONFIDENCE:.0%}, each set of cells resampled on its own) "
+        "and does not change the verdict. Each claim's tolerance and its reason are in "
+        "verdicts.csv and in results/reference/claims.yaml.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
+    """One screen: the counts, then the judged claims one line each, then why the others
+    could not be judged (grouped)."""
+    n = counts(verdicts)
+    lines = [
+        "=" * 78,
+        f"Does the paper hold? {len(verdicts)} claims, {info['cells']} cells "
+        f"({', '.join(info['profiles'])} profile; {', '.join(info['testbeds'])}; "
+        f"{', '.join(info['accels'])})",
+        "  " + "  ".join(f"{k}: {v}" for k, v in n.items()),
+        "-" * 78,
+    ]
+    for v in verdicts:
+        if v.verdict == UNTESTABLE:
+            continue
+        mark = SHORT[v.verdict]
+        doubt = " (doubted)" if v.claim.doubt else ""
+        lines.append(f"  {mark:<9} {v.claim.id[:40]:<40} {_num(v.measured):>9} vs "
+                     f"{_num(v.claim.paper_value):>7}{doubt}")
+    reasons = Counter(_reason_group(v.reason) for v in verdicts if v.verdict == UNTESTABLE)
+    if reasons:
+        lines.append("  not testable here:")
+        for why, k in reasons.most_common(6):
+            lines.append(f"    {k:>3} x {why}")
+    if verdicts_md:
+        lines.append(f"  details: {verdicts_md}")
+    lines.append("=" * 78)
+    return "\n".join(lines) + "\n"
+
+
+def _reason_group(reason: str) -> str:
+    """The reason's first clause, short enough for one line."""
+    head = reason.split(":")[0].split(";")[0]
+    return head if len(head) <= 66 else head[:63] + "..."
+
+
+def write(verdicts: list[Verdict], info: dict, out_dir: Path) -> dict[str, Path]:
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {k: out_dir / Path(v).name for k, v in pathsmod.VERDICT_FILES.items()}
+    frame(verdicts).to_csv(paths["csv"], index=False)
+    rows = [v.row() for v in verdicts]
+    for r in rows:
+        for k, val in r.items():
+            if isinstance(val, float) and math.isnan(val):
+                r[k] = None
+    paths["json"].write_text(json.dumps(
+        {"run": info, "counts": counts(verdicts), "confidence_level": CONFIDENCE,
+         "verdicts": rows}, indent=1) + "\n")
+    paths["md"].write_text(markdown(verdicts, info))
+    paths["summary"].write_text(summary(verdicts, info, str(paths["md"])))
+    return paths

@@ -1,0 +1,7 @@
+"""Stage report: one offline HTML page (results/report.html) an evaluator reads in ten
+minutes: what ran on what, the claims' verdicts, every table with the paper's values beside
+ours, every figure with its caption, the WAF evidence, the caveats, links to each cell."""
+
+from slimio_repro.report.html import build, write
+
+__all__ = ["build", "write"]

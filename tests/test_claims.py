@@ -1,0 +1,231 @@
+"""The claims stage: the claims file (schema, coverage of the pipeline's metrics), the
+verdict rules, the bootstrap, and the nightly regression's comparison."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import FIXTURES, VENV_BIN, snakemake
+from slimio_repro import ftl, paths
+from slimio_repro.aggregate import tables
+from slimio_repro.claims import catalog, judge, regress
+
+
+def test_claims_file_has_sixty_claims_each_with_a_reasoned_tolerance():
+    claims = catalog.load()
+    assert len(claims) >= 60
+    for c in claims:
+        assert len(c.tolerance.reason) >= 10, c.id
+        assert c.quote and c.where, c.id
+    doubted = [c for c in claims if c.doubt]
+    assert any("waf" in m for c in doubted for m in c.metrics()), \
+        "the WAF claims carry the artifact's doubt"
+
+
+def test_every_metric_a_claim_names_is_produced_or_the_claim_says_why_not(fixture_results,
+                                                                            tmp_path):
+    produced = set(pd.read_csv(fixture_results / paths.CELLS_TABLE).columns)
+    vm_record = json.loads(next((fixture_results / "cells").glob("vm-*.json")).read_text())
+    produced |= set(vm_record)
+    # The FTL stage's columns, merged into the records by the aggregate stage.
+    seq = tmp_path / "seq.json"
+    seq.write_text(json.dumps(ftl.replay_sequence(
+        [FIXTURES / "ftl" / "vm-baseline-redis-benchmark-periodical-r1"], "femu-fdp", False)))
+    produced |= set(tables.load_ftl([seq])[0].columns)
+    for c in catalog.load():
+        if c.not_testable:
+            continue
+        missing = c.metrics() - produced
+        assert not missing, f"claim {c.id} names {missing}, which no stage produces; mark it " \
+                            "not_testable with the reason"
+
+
+def test_a_text_value_always_comes_with_the_tables_value():
+    raw = yaml.safe_load(paths.CLAIMS_FILE.read_text())["claims"]
+    for d in raw:
+        if "text_value" in d:
+            assert d["text_value"] != d["paper_value"], d["id"]
+
+
+def _bad(tmp_path, **change):
+    good = yaml.safe_load(paths.CLAIMS_FILE.read_text())
+    claim = next(d for d in good["claims"] if d["kind"] == "ratio" and "not_testable" not in d)
+    claim.update(change)
+    f = tmp_path / "claims.yaml"
+    f.write_text(yaml.safe_dump({"claims": [claim]}))
+    return f, claim["id"]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"tolerance": {"rule": "relative", "reason": "because it is so"}}, "needs a value"),
+    ({"kind": "absolute"}, "an absolute claim has no reference"),
+    ({"testbed": "moon"}, "is not one of"),
+    ({"paper_value": "1.3x"}, "is not of type 'number'"),
+])
+def test_a_bad_claim_is_refused_with_its_id(tmp_path, change, message):
+    f, cid = _bad(tmp_path, **change)
+    with pytest.raises(catalog.ClaimsError, match=message) as e:
+        catalog.load(f)
+    assert cid in str(e.value)
+
+
+def test_a_bad_claims_file_stops_the_run_at_planning_time(tmp_path):
+    f, cid = _bad(tmp_path, kind="absolute")
+    proc = snakemake("-n", "reproduce", "--config", f"claims={{file: {f}}}",
+                     f"results_dir={tmp_path / 'results'}")
+    assert proc.returncode != 0
+    assert cid in proc.stderr + proc.stdout and "claims.file" in proc.stderr + proc.stdout
+
+
+# --- verdict rules, on records shaped like cells.csv ------------------------------------
+
+def _records(slimio, baseline, metric="rps_wal_only", testbed="vm"):
+    rows = []
+    for system, values in (("slimio", slimio), ("baseline", baseline)):
+        for rep, v in enumerate(values, 1):
+            rows.append({"testbed": testbed, "system": system, "workload": "redis-benchmark",
+                         "policy": "always", "rep": rep, "profile": "smoke", "accel": "tcg",
+                         "device_model": "qemu", "host_cpu_model": "x", metric: v})
+    return pd.DataFrame(rows)
+
+
+def _claim(**kw):
+    base = dict(id="t", source="paper", where="§5", quote="q", kind="ratio",
+                measure=catalog.Measure(
+                    catalog.Term("rps_wal_only", "slimio", "redis-benchmark", "always"),
+                    catalog.Term("rps_wal_only", "baseline", "redis-benchmark", "always")),
+                paper_value=1.5, direction="higher",
+                tolerance=catalog.Tolerance("relative", "ratios: a quarter", 0.25),
+                testbed="vm")
+    base.update(kw)
+    return catalog.Claim(**base)
+
+
+@pytest.mark.parametrize("slimio, verdict", [
+    ([150, 150, 150], judge.HOLDS),             # 1.5: the paper's value
+    ([110, 111, 109], judge.DIRECTION_ONLY),    # 1.1: faster, but 27 % short of 1.5
+    ([90, 91, 89], judge.FAILS),                # 0.9: slower
+])
+def test_verdict_follows_side_and_tolerance(slimio, verdict):
+    v = judge.judge(_claim(), _records(slimio, [100, 100, 100]))
+    assert v.verdict == verdict, v.reason
+    assert v.measured == pytest.approx(np.mean(slimio) / 100)
+    assert v.ci_low <= v.measured <= v.ci_high and v.n == 3
+
+
+def test_equal_claims_hold_inside_the_band_only():
+    c = _claim(direction="equal", paper_value=1.0,
+               tolerance=catalog.Tolerance("relative", "memory: within five percent", 0.05))
+    assert judge.judge(c, _records([103] * 2, [100] * 2)).verdict == judge.HOLDS
+    assert judge.judge(c, _records([110] * 2, [100] * 2)).verdict == judge.FAILS
+
+
+def test_untestable_names_the_missing_cells_and_the_unmet_condition():
+    v = judge.judge(_claim(testbed="bare"), _records([1, 2], [1, 2]))
+    assert v.verdict == judge.UNTESTABLE
+    assert "bare-slimio-redis-benchmark-always-r*" in v.reason and "matrix.testbeds" in v.reason
+    c = _claim(kind="absolute", measure=catalog.Measure(
+        catalog.Term("rps_wal_only", "slimio", "redis-benchmark", "always")),
+        direction="equal", requires=("native_cpu",))
+    v = judge.judge(c, _records([1, 2], [1, 2]))
+    assert v.verdict == judge.UNTESTABLE and "tcg" in v.reason
+    v = judge.judge(_claim(not_testable="needs Table 2's perf profile"), _records([1], [1]))
+    assert v.verdict == judge.UNTESTABLE and "perf" in v.reason
+
+
+def test_a_ci_across_one_is_said_and_n1_has_no_interval():
+    v = judge.judge(_claim(), _records([80, 150, 200], [100, 100, 100]))
+    assert v.ci_low < 1 < v.ci_high and "not established" in v.reason
+    v = judge.judge(_claim(), _records([150], [100]))
+    assert v.ci_low is None and "no confidence interval" in v.reason
+
+
+def test_bootstrap_interval_matches_the_spread_it_resamples():
+    """Theory: for the mean of a large normal sample, the percentile interval of the ratio
+    of means approaches the delta method's +-1.96 standard errors."""
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(150, 10, 400), rng.normal(100, 10, 400)
+    lo, hi = judge.ratio_interval(a, b)
+    r = a.mean() / b.mean()
+    se = r * np.sqrt((a.std(ddof=1) / a.mean()) ** 2 / len(a)
+                     + (b.std(ddof=1) / b.mean()) ** 2 / len(b))
+    assert lo == pytest.approx(r - 1.96 * se, rel=0.01)
+    assert hi == pytest.approx(r + 1.96 * se, rel=0.01)
+
+
+# --- the nightly regression --------------------------------------------------------------
+
+def _scaled_run(src, dst, factor):
+    """A copy of a run whose SlimIO cells' RPS is multiplied by factor (a slowed SlimIO)."""
+    shutil.copytree(src, dst, symlinks=True)
+    cells = pd.read_csv(dst / paths.CELLS_TABLE)
+    slim = cells.system == "slimio"
+    for col in ("rps_wal_only", "rps_wal_snapshot", "rps_avg"):
+        cells.loc[slim, col] *= factor
+    cells.to_csv(dst / paths.CELLS_TABLE, index=False)
+    for f in (dst / "tables").glob("table*_ratios.csv"):
+        t = pd.read_csv(f)
+        rps = t.metric.str.startswith("rps_")
+        t.loc[rps, "ratio_to_baseline"] *= factor
+        t.to_csv(f, index=False)
+    return dst
+
+
+def test_regression_is_flagged_only_beyond_the_measured_spread(fixture_results, tmp_path):
+    a = _scaled_run(fixture_results, tmp_path / "a", 1.0)
+    b = _scaled_run(fixture_results, tmp_path / "b", 0.97)
+    ref = regress.make_reference([a, b])
+    rps = [q for k, q in ref["quantities"].items() if "rps_avg" in k and k.startswith("ratio")]
+    assert rps and all(q["tolerance"] == pytest.approx(0.03 * q["value"] / 0.985, rel=0.01)
+                       for q in rps), "n=1 runs: the tolerance is the range between the runs"
+    same = regress.compare(regress.fingerprint(a), ref)
+    assert not same["regression"], regress.markdown(same)
+    slow = regress.compare(regress.fingerprint(_scaled_run(fixture_results, tmp_path / "s",
+                                                           0.8)), ref)
+    assert slow["regression"]
+    flagged = {r["quantity"] for r in slow["quantities"] if r["status"] == "regression"}
+    assert any("slimio/rps_avg" in q for q in flagged), flagged
+    assert "REGRESSION" in regress.markdown(slow)
+    fast = regress.compare(regress.fingerprint(_scaled_run(fixture_results, tmp_path / "f",
+                                                           1.3)), ref)
+    assert not fast["regression"] and fast["counts"]["improved"] > 0
+
+
+def test_a_quantity_the_run_no_longer_produces_is_a_regression(fixture_results, tmp_path):
+    ref = regress.make_reference([fixture_results, _scaled_run(fixture_results,
+                                                               tmp_path / "b", 0.99)])
+    run = _scaled_run(fixture_results, tmp_path / "c", 1.0)
+    cells = pd.read_csv(run / paths.CELLS_TABLE)
+    cells[~((cells.system == "slimio") & (cells.workload == "ycsb-a"))].to_csv(
+        run / paths.CELLS_TABLE, index=False)
+    for f in (run / "tables").glob("table4_ratios.csv"):
+        f.unlink()
+    result = regress.compare(regress.fingerprint(run), ref)
+    assert result["regression"] and result["counts"]["missing"] > 0
+
+
+def test_regress_command_exits_one_on_a_regression(fixture_results, tmp_path):
+    ref = tmp_path / "nightly.json"
+    runs = [str(fixture_results), str(_scaled_run(fixture_results, tmp_path / "b", 0.98))]
+    cli = [str(VENV_BIN / "slimio-repro")]
+    made = subprocess.run(cli + ["nightly-reference", str(ref), *runs], capture_output=True,
+                          text=True)
+    assert made.returncode == 0, made.stderr
+    again = subprocess.run(cli + ["nightly-reference", str(ref), *runs], capture_output=True,
+                           text=True)
+    assert again.returncode == 2 and "--force" in again.stderr
+    ok = subprocess.run(cli + ["regress", runs[0], str(ref), "--out", str(tmp_path / "r1")],
+                        capture_output=True, text=True)
+    assert ok.returncode == 0 and "no regression" in ok.stdout, ok.stdout + ok.stderr
+    slow = _scaled_run(fixture_results, tmp_path / "slow", 0.7)
+    bad = subprocess.run(cli + ["regress", str(slow), str(ref), "--out", str(tmp_path / "r2")],
+                         capture_output=True, text=True)
+    assert bad.returncode == 1 and "REGRESSION" in bad.stdout
+    assert json.loads((tmp_path / "r2.json").read_text())["regression"] is True

@@ -1,0 +1,20 @@
+# Claims stage: a verdict for each of the paper's quantitative claims from this run's records.
+
+CLAIMS_OUTPUTS = [results(v) for v in pathsmod.VERDICT_FILES.values()]
+
+
+rule judge_claims:
+    """Each claim of results/reference/claims.yaml judged on this run (value, bootstrap CI, n,
+    verdict and why)."""
+    input:
+        records=results(pathsmod.CELLS_TABLE),
+        claims=config["claims"]["file"],
+    output:
+        csv=results(pathsmod.VERDICT_FILES["csv"]),
+        json=results(pathsmod.VERDICT_FILES["json"]),
+        md=results(pathsmod.VERDICT_FILES["md"]),
+        summary=results(pathsmod.VERDICT_FILES["summary"]),
+    log:
+        results("logs/judge_claims.log"),
+    script:
+        "../scripts/judge_claims.py"
