@@ -15,7 +15,7 @@ import yaml
 from conftest import FIXTURES, VENV_BIN, snakemake
 from slimio_repro import ftl, paths
 from slimio_repro.aggregate import tables
-from slimio_repro.claims import catalog, judge, regress
+from slimio_repro.claims import catalog, judge, regress, render
 
 
 def test_claims_file_has_sixty_claims_each_with_a_reasoned_tolerance():
@@ -229,3 +229,18 @@ def test_regress_command_exits_one_on_a_regression(fixture_results, tmp_path):
                          capture_output=True, text=True)
     assert bad.returncode == 1 and "REGRESSION" in bad.stdout
     assert json.loads((tmp_path / "r2.json").read_text())["regression"] is True
+
+
+def test_the_summary_fits_one_screen():
+    """Fifty judged claims (the smoke run judges about forty) and the rest not testable."""
+    claims = catalog.load()
+    kinds = (judge.HOLDS, judge.DIRECTION_ONLY, judge.FAILS)
+    verdicts = [judge.Verdict(c, kinds[i % 3], "r", 1.234, 1.0, 1.5, 3, "3/3") if i < 50
+                else judge.Verdict(c, judge.UNTESTABLE, f"needs reason {i % 7}: because")
+                for i, c in enumerate(claims)]
+    info = {"cells": 24, "profiles": ["smoke"], "testbeds": ["vm"], "accels": ["tcg"]}
+    text = render.summary(verdicts, info, "results/claims/verdicts.md")
+    assert len(text.splitlines()) <= 50 and max(map(len, text.splitlines())) <= 80, text
+    for i, c in enumerate(claims[:50]):
+        shown = c.id + ("*" if c.doubt else "") + (" 1.23/" if i % 3 == 2 else "")
+        assert shown in text, c.id

@@ -28,6 +28,7 @@ except claimsmod.ClaimsError as exc:
 
 # When this run started: a claims summary older than this was not judged by this run.
 WORKFLOW_STARTED = time.time()
+SUMMARY_PRINTED = []
 
 # As the user wrote them (relative to the working directory, or absolute): targets match.
 RESULTS = config["results_dir"].rstrip("/")
@@ -107,5 +108,7 @@ def ftl_sequence_inputs(wildcards):
 def print_claims_summary():
     """At the end of a run that judged the claims: their one-screen summary (onsuccess)."""
     summary = Path(results(pathsmod.VERDICT_FILES["summary"]))
-    if summary.exists() and summary.stat().st_mtime >= WORKFLOW_STARTED:
+    if summary.exists() and summary.stat().st_mtime >= WORKFLOW_STARTED \
+            and not SUMMARY_PRINTED:
+        SUMMARY_PRINTED.append(summary)   # Snakemake may call onsuccess more than once
         print(summary.read_text(), end="")

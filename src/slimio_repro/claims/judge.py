@@ -239,9 +239,6 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
         return Verdict(c, UNTESTABLE, c.not_testable)
     testbed = "vm" if c.testbed == "model" else c.testbed
     terms = c.terms()
-    for t in terms:
-        if t.metric not in records.columns:
-            return Verdict(c, UNTESTABLE, f"this run's records have no column {t.metric!r}")
     # Each distinct set of cells is one bootstrap sample; its terms share the resample.
     groups, metrics_of, n_of = {}, {}, {}
     for t in terms:
@@ -250,6 +247,9 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
         if cells.empty:
             return Verdict(c, UNTESTABLE, _missing(records, testbed, t))
         groups.setdefault(key, cells)
+    for t in terms:
+        if t.metric not in records.columns:
+            return Verdict(c, UNTESTABLE, f"this run's records have no column {t.metric!r}")
     for key, cells in groups.items():
         needed = sorted({t.metric for t in terms if (t.system, t.workload, t.policy) == key})
         complete = cells.dropna(subset=needed)

@@ -6,8 +6,11 @@ bootstrap confidence interval over the repetitions, and which way is worse. A re
 made from one or more fingerprints of runs of the same profile on an unchanged tree; each
 quantity's tolerance comes from the spread measured there, not from a guess:
 
-    tolerance = max(sqrt(2) x the runs' typical CI half-width,   (two runs' difference)
+    tolerance = max(sqrt(2) x the runs' typical 95 % CI half-width x b,  (two runs' difference)
                     the range of the value over the reference runs)
+
+where b = z(1 - 0.025 / k) / z(0.975) widens the intervals for the k quantities compared
+at once (Bonferroni: a family-wise false-alarm rate of 5 % per night, not 5 % per quantity).
 
 A regression is a quantity that moved in its worse direction by more than its tolerance (for
 an 'equal' claim: further from the paper's value), or a quantity of the reference that the
@@ -23,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from slimio_repro import paths as pathsmod
 from slimio_repro.claims import judge
@@ -96,19 +100,22 @@ def make_reference(runs: list[Path]) -> dict:
         raise RegressError(f"the runs are of different profiles ({sorted(profiles)}): a "
                            "reference is made from runs of one profile")
     quantities = {}
-    for key in prints[0]["quantities"]:
-        qs = [p["quantities"][key] for p in prints if key in p["quantities"]]
-        if len(qs) < len(prints):
-            continue                    # not measured by every run: no stable reference
+    keys = [k for k in prints[0]["quantities"] if all(k in p["quantities"] for p in prints)]
+    bonferroni = (stats.norm.ppf(1 - (1 - judge.CONFIDENCE) / 2 / max(len(keys), 1))
+                  / stats.norm.ppf(1 - (1 - judge.CONFIDENCE) / 2))
+    for key in keys:                    # measured by every run: a stable reference
+        qs = [p["quantities"][key] for p in prints]
         values = [q["value"] for q in qs]
         widths = [w for w in map(_half_width, qs) if w is not None]
-        within = math.sqrt(2) * math.sqrt(np.mean(np.square(widths))) if widths else None
+        within = (math.sqrt(2) * math.sqrt(np.mean(np.square(widths))) * bonferroni
+                  if widths else None)
         between = max(values) - min(values) if len(values) > 1 else None
         if within is None and between is None:
             tolerance, basis = None, "no spread measured (n=1, one run): not compared"
         else:
             tolerance = max(x for x in (within, between) if x is not None)
-            basis = (f"max(sqrt(2) x CI half-width {within:.4g}" if within is not None
+            basis = (f"max(sqrt(2) x CI half-width x {bonferroni:.2f} = {within:.4g}"
+                     if within is not None
                      else "max(no CI") + (f", range over {len(values)} runs {between:.4g})"
                                           if between is not None else ", one run)")
         quantities[key] = {**{k: qs[0][k] for k in ("label", "worse")},
@@ -161,11 +168,18 @@ def compare(current: dict, reference: dict) -> dict:
         for cid, was in reference["verdicts"].items()
         if current["verdicts"].get(cid) != was]
     regressions = [r for r in rows if r["status"] in ("regression", "missing")]
+    ref_hosts = {h for r in reference["runs"] for h in r.get("hosts", [])}
+    warnings = []
+    if set(current["run"].get("hosts", [])) != ref_hosts:
+        warnings.append(f"the reference ran on {sorted(ref_hosts) or 'unrecorded hosts'}, this "
+                        f"run on {current['run'].get('hosts') or 'unrecorded hosts'}: its "
+                        "tolerances were measured elsewhere; refresh the reference on this "
+                        "machine (README, 'The nightly regression')")
     return {"format": FORMAT, "run": current["run"], "reference_runs": reference["runs"],
             "regression": bool(regressions), "counts": {
                 s: sum(r["status"] == s for r in rows)
                 for s in ("ok", "improved", "regression", "missing", "not compared")},
-            "quantities": rows, "verdict_changes": verdict_changes}
+            "quantities": rows, "verdict_changes": verdict_changes, "warnings": warnings}
 
 
 def _f(v, pct=False) -> str:
@@ -181,6 +195,9 @@ def markdown(result: dict) -> str:
              f"{len(result['quantities'])} quantities against the reference "
              f"({len(result['reference_runs'])} run(s)): " + ", ".join(
                  f"{k} {v}" for k, v in c.items()) + ".", ""]
+    lines += [f"**Warning:** {w}" for w in result.get("warnings", [])]
+    if result.get("warnings"):
+        lines.append("")
     moved = [r for r in result["quantities"] if r["status"] != "ok"]
     if moved:
         lines += ["| Status | Quantity | Reference | Current | Moved | Tolerance | Basis |",
@@ -198,9 +215,9 @@ def markdown(result: dict) -> str:
         lines.append("")
     lines.append("A regression is a quantity that moved in its worse direction by more than "
                  "its tolerance, which the reference derived from the spread of its own runs "
-                 "(sqrt(2) x the bootstrap CI half-width over repetitions, or the range "
-                 "between reference runs, whichever is larger); or one the run no longer "
-                 "produces.")
+                 "(sqrt(2) x the bootstrap CI half-width over repetitions, widened for the "
+                 "number of quantities compared (Bonferroni), or the range between reference "
+                 "runs, whichever is larger); or one the run no longer produces.")
     return "\n".join(lines) + "\n"
 
 

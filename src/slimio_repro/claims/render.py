@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import textwrap
 from collections import Counter
 from pathlib import Path
 
@@ -14,7 +15,8 @@ from slimio_repro import paths as pathsmod
 from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNTESTABLE,
                                        VERDICTS, Verdict)
 
-SHORT = {HOLDS: "HOLDS", DIRECTION_ONLY: "DIRECTION", FAILS: "FAILS", UNTESTABLE: "n/t"}
+SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
+         UNTESTABLE: "not testable"}
 
 
 def run_info(records: pd.DataFrame) -> dict:
@@ -26,6 +28,7 @@ def run_info(records: pd.DataFrame) -> dict:
             "workloads": values("workload"), "policies": values("policy"),
             "accels": values("accel"), "device_models": values("device_model"),
             "redis_versions": values("redis_version"), "git_commits": values("git_commit"),
+            "hosts": values("host_cpu_model"),
             "repetitions": int(records["rep"].max()) if len(records) else 0}
 
 
@@ -108,25 +111,36 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
         f"Does the paper hold? {len(verdicts)} claims, {info['cells']} cells "
         f"({', '.join(info['profiles'])} profile; {', '.join(info['testbeds'])}; "
         f"{', '.join(info['accels'])})",
-        "  " + "  ".join(f"{k}: {v}" for k, v in n.items()),
+        " " + ", ".join(f"{k} {v}" for k, v in n.items()),
         "-" * 78,
     ]
-    for v in verdicts:
-        if v.verdict == UNTESTABLE:
-            continue
-        mark = SHORT[v.verdict]
-        doubt = " (doubted)" if v.claim.doubt else ""
-        lines.append(f"  {mark:<9} {v.claim.id[:40]:<40} {_num(v.measured):>9} vs "
-                     f"{_num(v.claim.paper_value):>7}{doubt}")
+    # The judged claims, grouped by verdict, wrapped: id measured/paper ('*' = the artifact
+    # itself casts doubt on the claim).
+    for verdict in (HOLDS, DIRECTION_ONLY, FAILS):
+        items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}" + (
+                 "" if verdict != FAILS else
+                 f"\u00a0{_short(v.measured)}/{_short(v.claim.paper_value)}")
+                 for v in verdicts if v.verdict == verdict]
+        if items:    # a no-break space keeps each claim's id and numbers on one line
+            lines += [w.replace("\u00a0", " ") for w in textwrap.wrap(
+                ", ".join(items), width=78, initial_indent=f"  {SHORT[verdict]} ({len(items)}): ",
+                subsequent_indent="    ", break_on_hyphens=False)]
+    lines.append("  (measured/paper; * = the artifact itself casts doubt on the claim)")
     reasons = Counter(_reason_group(v.reason) for v in verdicts if v.verdict == UNTESTABLE)
     if reasons:
         lines.append("  not testable here:")
-        for why, k in reasons.most_common(6):
+        for why, k in reasons.most_common(4):
             lines.append(f"    {k:>3} x {why}")
     if verdicts_md:
         lines.append(f"  details: {verdicts_md}")
     lines.append("=" * 78)
     return "\n".join(lines) + "\n"
+
+
+def _short(v) -> str:
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    return f"{v:.3g}" if abs(v) < 1000 else f"{v / 1000:.0f}k"
 
 
 def _reason_group(reason: str) -> str:
