@@ -175,3 +175,20 @@ def test_a_cell_from_before_the_plan_parses_from_its_effective_config():
     assert record["auto_aof_rewrite_min_size_bytes"] == \
         effective["derived"]["auto_aof_rewrite_min_size_bytes"]
     assert record["requests_completed"] == 40000 and record["recovery_verified"] is True
+
+
+def test_a_fork_child_seen_before_info_flags_it_counts_as_snapshot():
+    """Captured in a real bare slimio ycsb-a cell (nightly run, rep 3): the sampler saw the
+    rewrite child's pid and RSS one sample before INFO set aof_rewrite_in_progress; that
+    sample's memory (server + child) belongs to the snapshot phase, not to WAL-only."""
+    samples = pd.DataFrame({
+        "t_unix_s": [1795527046.675, 1795527047.179, 1795527047.674, 1795527048.174],
+        "total_commands_processed": [170206, 174995, 179874, 184600],
+        "rdb_bgsave_in_progress": [0, 0, 0, 0],
+        "aof_rewrite_in_progress": [0, 0, 1, 0],
+        "server_rss_bytes": [147558400, 147558400, 147578880, 147578880],
+        "child_rss_bytes": [0, 137801728, 142049280, 0],
+    })
+    out = parse.phase_stats(samples, 1795527046.0, 1795527049.0)
+    assert out["mem_wal_only_peak_bytes"] == 147578880
+    assert out["mem_wal_snapshot_peak_bytes"] == 147578880 + 142049280

@@ -35,8 +35,12 @@ def _json(raw: Path, name: str):
 def phase_stats(samples: pd.DataFrame, start: float, end: float) -> dict:
     """RPS and peak memory per phase from the sampler's rows within [start, end]."""
     s = samples[(samples.t_unix_s >= start) & (samples.t_unix_s <= end)].sort_values("t_unix_s")
+    # A snapshot runs while Redis says so or while its fork child exists: the sampler can
+    # see the child (its pid and RSS) before INFO reports the rewrite or BGSAVE in progress,
+    # and that sample's memory is the snapshot's, not the WAL-only phase's.
+    child = s.child_rss_bytes.fillna(0) > 0
     s = s.assign(snapshot=(s.rdb_bgsave_in_progress.astype(bool)
-                           | s.aof_rewrite_in_progress.astype(bool)),
+                           | s.aof_rewrite_in_progress.astype(bool) | child),
                  mem_bytes=s.server_rss_bytes + s.child_rss_bytes)
     dt = s.t_unix_s.diff()
     dcmd = s.total_commands_processed.diff()
