@@ -27,7 +27,7 @@ ALLOWED = {
     "ftl": {"guest"},
     "aggregate": {"guest"},
     "claims": set(),
-    "report": set(),
+    "report": {"claims"},
 }
 
 

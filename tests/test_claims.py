@@ -244,3 +244,14 @@ def test_the_summary_fits_one_screen():
     for i, c in enumerate(claims[:50]):
         shown = c.id + ("*" if c.doubt else "") + (" 1.23/" if i % 3 == 2 else "")
         assert shown in text, c.id
+
+
+def test_records_without_the_environment_columns_are_judged_not_crashed():
+    """A run parsed before accel/device_model existed: the condition is unmet, said so."""
+    records = _records([150, 150], [100, 100]).drop(columns=["accel", "device_model"])
+    c = _claim(kind="absolute", measure=catalog.Measure(
+        catalog.Term("rps_wal_only", "slimio", "redis-benchmark", "always")),
+        direction="equal", requires=("native_cpu",))
+    v = judge.judge(c, records)
+    assert v.verdict == judge.UNTESTABLE and "unrecorded" in v.reason
+    assert judge.judge(_claim(), records).verdict == judge.HOLDS

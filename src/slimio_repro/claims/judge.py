@@ -183,28 +183,31 @@ def _in_band(c: Claim, v: float) -> bool:
     return True
 
 
-def _fmt(v: float) -> str:
+def number(v) -> str:
+    """A claim's value as the verdicts show it: 3 decimals, or thousands; '-' for none."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
     return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 def _decide(c: Claim, v: float) -> tuple[str, str]:
-    paper = _fmt(c.paper_value)
+    paper = number(c.paper_value)
     if c.direction == "equal" or c.kind == "absolute":
         if _in_band(c, v):
-            return HOLDS, f"{_fmt(v)} is within {c.tolerance.label()} of the paper's {paper}"
+            return HOLDS, f"{number(v)} is within {c.tolerance.label()} of the paper's {paper}"
         off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
-        return FAILS, (f"{_fmt(v)} is outside {c.tolerance.label()} of the paper's {paper} "
+        return FAILS, (f"{number(v)} is outside {c.tolerance.label()} of the paper's {paper} "
                        f"({off:+.1f} %)")
     want = f"{'above' if c.direction == 'higher' else 'below'} {c.neutral:g}"
     if not _on_side(c, v):
-        return FAILS, f"{_fmt(v)} is not {want} as claimed (the paper: {paper})"
+        return FAILS, f"{number(v)} is not {want} as claimed (the paper: {paper})"
     if c.tolerance.rule == "direction":
-        return HOLDS, f"{_fmt(v)} is {want} as claimed (the paper: {paper}; only the side counts)"
+        return HOLDS, f"{number(v)} is {want} as claimed (the paper: {paper}; only the side counts)"
     if _in_band(c, v):
-        return HOLDS, (f"{_fmt(v)} is {want} and within {c.tolerance.label()} of the "
+        return HOLDS, (f"{number(v)} is {want} and within {c.tolerance.label()} of the "
                        f"paper's {paper}")
     off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
-    return DIRECTION_ONLY, (f"{_fmt(v)} is {want} as claimed, but {off:+.1f} % from the "
+    return DIRECTION_ONLY, (f"{number(v)} is {want} as claimed, but {off:+.1f} % from the "
                             f"paper's {paper} (tolerance {c.tolerance.label()})")
 
 
@@ -259,6 +262,9 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
                 f"{', '.join(needed)}"))
         groups[key] = complete
     everything = pd.concat(list(groups.values()))
+    for col in ("profile", "accel", "device_model"):    # records parsed before these existed
+        if col not in everything:
+            everything = everything.assign(**{col: "unrecorded"})
     judged_on = _judged_on(everything, c.testbed)
     for need in c.requires:
         ok, why = REQUIREMENTS[need]
@@ -287,7 +293,7 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
     if lo is None:
         reason += f"; n={n}: no confidence interval"
     elif c.neutral is not None and c.direction != "equal" and lo <= c.neutral <= hi:
-        reason += (f"; the {CONFIDENCE:.0%} CI [{_fmt(lo)}, {_fmt(hi)}] includes "
+        reason += (f"; the {CONFIDENCE:.0%} CI [{number(lo)}, {number(hi)}] includes "
                    f"{c.neutral:g}: the side is not established at n={n}")
     hosts = set(everything.get("host_cpu_model", pd.Series(dtype=str)).dropna())
     if len(hosts) > 1:

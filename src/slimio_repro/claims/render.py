@@ -13,7 +13,7 @@ import pandas as pd
 
 from slimio_repro import paths as pathsmod
 from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNTESTABLE,
-                                       VERDICTS, Verdict)
+                                       VERDICTS, Verdict, number)
 
 SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
          UNTESTABLE: "not testable"}
@@ -36,16 +36,19 @@ def frame(verdicts: list[Verdict]) -> pd.DataFrame:
     return pd.DataFrame([v.row() for v in verdicts])
 
 
-def _num(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
-
-
-def _ci(row) -> str:
+def ci_text(row) -> str:
+    """A verdict row's confidence interval, '[lo, hi]' or '-'."""
     if row["ci_low"] is None or pd.isna(row["ci_low"]):
         return "-"
-    return f"[{_num(row['ci_low'])}, {_num(row['ci_high'])}]"
+    return f"[{number(row['ci_low'])}, {number(row['ci_high'])}]"
+
+
+def paper_text(row) -> str:
+    """The paper's value of a verdict row, with the text's where it differs from the table."""
+    out = number(row["paper_value"])
+    if row["text_value"] is not None and not pd.isna(row["text_value"]):
+        out += f" (text: {number(row['text_value'])})"
+    return out
 
 
 def _cell(text) -> str:
@@ -77,15 +80,13 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in df.iterrows():
-        paper = _num(r["paper_value"])
-        if r["text_value"] is not None and not pd.isna(r["text_value"]):
-            paper += f" (text: {_num(r['text_value'])})"
+        paper = paper_text(r)
         why = _cell(r["reason"])
         if _cell(r["doubt"]):
             why += f" **Doubt:** {_cell(r['doubt'])}"
         lines.append(
             f"| {r['claim_id']} | {_cell(r['where'])} | {_cell(r['quote'])} | "
-            f"{_cell(r['comparison'])} | {paper} | {_num(r['measured'])} | {_ci(r)} | "
+            f"{_cell(r['comparison'])} | {paper} | {number(r['measured'])} | {ci_text(r)} | "
             f"{r['n_per_term'] or '-'} | {r['tolerance']} | **{r['verdict']}** | {why} |")
     lines += [
         "",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import html
 import json
-import math
 from pathlib import Path
 
 import jinja2
@@ -17,6 +16,7 @@ import markdown
 import pandas as pd
 
 from slimio_repro import paths as pathsmod
+from slimio_repro.claims import ci_text, number, paper_text
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 
@@ -53,12 +53,6 @@ def _md(path: Path) -> str | None:
 def _caption(results: Path, stem: str, default: str) -> str:
     cap = results / "figures" / f"{stem}.caption.txt"
     return cap.read_text().strip() if cap.exists() else default
-
-
-def _num(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
 def _provenance(results: Path, records: pd.DataFrame) -> list[tuple[str, str]]:
@@ -136,12 +130,8 @@ def build(results: Path) -> str:
     records = pd.read_csv(results / pathsmod.CELLS_TABLE)
     rows = []
     for v in verdicts["verdicts"]:
-        ci = "-" if v["ci_low"] is None else f"[{_num(v['ci_low'])}, {_num(v['ci_high'])}]"
-        paper = _num(v["paper_value"])
-        if v.get("text_value") is not None:
-            paper += f" (text: {_num(v['text_value'])})"
-        rows.append({**v, "paper": paper, "measured_text": _num(v["measured"]), "ci": ci,
-                     "css": VERDICT_CLASS[v["verdict"]]})
+        rows.append({**v, "paper": paper_text(v), "measured_text": number(v["measured"]),
+                     "ci": ci_text(v), "css": VERDICT_CLASS[v["verdict"]]})
 
     def tables(spec):
         return [{"id": stem, "title": title, "html": _md(results / "tables" / f"{stem}.md"),
@@ -158,7 +148,7 @@ def build(results: Path) -> str:
         raw = f"raw/{r['cell_id']}/"
         cells.append({"id": r["cell_id"], "testbed": r["testbed"], "system": r["system"],
                       "workload": r["workload"], "policy": r["policy"], "rep": int(r["rep"]),
-                      "rps": _num(r.get("rps_avg")), "raw": raw,
+                      "rps": number(r.get("rps_avg")), "raw": raw,
                       "provenance": raw + "provenance.json",
                       "figure": f"figures/runtime_rps/{r['cell_id']}.png"
                       if (results / "figures" / "runtime_rps" / f"{r['cell_id']}.png").exists()
