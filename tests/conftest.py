@@ -12,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro import claims, paths, report
-from slimio_repro.aggregate import plot, tables
-from slimio_repro.parse import cell as parse
+from slimio_repro import paths
 
 # In a guest (tests/test_vm_e2e.py runs the SlimIO suite there) only the standard library,
 # redis-py and pytest exist: the config module (PyYAML, jsonschema) is imported where used.
@@ -148,6 +146,12 @@ def first_data(path: Path, offset: int) -> int | None:
 @pytest.fixture(scope="session")
 def fixture_results(tmp_path_factory) -> Path:
     """A results directory made by the real stages from the committed cell fixtures."""
+    # Imported here: the SlimIO server suite loads this conftest inside the guest, which has
+    # the guest's packages only (no pandas, no matplotlib).
+    from slimio_repro import claims, report
+    from slimio_repro.aggregate import plot, tables
+    from slimio_repro.parse import cell as parse
+
     results = tmp_path_factory.mktemp("report") / "results"
     (results / "cells").mkdir(parents=True)
     shutil.copytree(CELL_FIXTURES, results / "raw")
