@@ -70,7 +70,6 @@ FTL_SEQUENCE_PATTERN = f"ftl/{FTL_SEQUENCE_ID_PATTERN}.json"
 # The claims stage: the paper's claims (reference data), their schema, and a run's verdicts.
 CLAIMS_FILE = REFERENCE_DIR / "claims.yaml"
 CLAIMS_SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
-NIGHTLY_REFERENCE = REFERENCE_DIR / "nightly.json"
 CELLS_TABLE = "tables/cells.csv"
 VERDICT_FILES = {"csv": "claims/verdicts.csv", "json": "claims/verdicts.json",
                  "md": "claims/verdicts.md", "summary": "claims/summary.txt"}

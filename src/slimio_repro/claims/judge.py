@@ -122,12 +122,18 @@ def _where(t: Term, r: Term | None = None) -> str:
     return ", ".join(parts)
 
 
-def _cells(records: pd.DataFrame, testbed: str, t: Term) -> pd.DataFrame:
-    sel = ((records["testbed"] == testbed) & (records["system"] == t.system)
-           & (records["workload"] == t.workload))
-    if t.policy:
-        sel &= records["policy"] == t.policy
+def cells_of(records: pd.DataFrame, testbed: str, system: str, workload: str,
+             policy: str | None = None) -> pd.DataFrame:
+    """The records of one set of cells (policy None: both policies)."""
+    sel = ((records["testbed"] == testbed) & (records["system"] == system)
+           & (records["workload"] == workload))
+    if policy:
+        sel &= records["policy"] == policy
     return records[sel]
+
+
+def _cells(records: pd.DataFrame, testbed: str, t: Term) -> pd.DataFrame:
+    return cells_of(records, testbed, t.system, t.workload, t.policy)
 
 
 def _missing(records: pd.DataFrame, testbed: str, t: Term) -> str:

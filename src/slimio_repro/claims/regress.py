@@ -39,11 +39,6 @@ class RegressError(ValueError):
     """A run or reference that cannot be compared; the message says which and why."""
 
 
-def _cells(records: pd.DataFrame, testbed, system, workload, policy) -> pd.DataFrame:
-    return records[(records["testbed"] == testbed) & (records["system"] == system)
-                   & (records["workload"] == workload) & (records["policy"] == policy)]
-
-
 def fingerprint(results: Path) -> dict:
     """The comparable quantities of the run in `results` (its verdicts, records, ratios)."""
     results = Path(results)
@@ -60,8 +55,10 @@ def fingerprint(results: Path) -> dict:
         for r in pd.read_csv(table).itertuples(index=False):
             if pd.isna(r.ratio_to_baseline):
                 continue
-            a = _cells(records, r.testbed, r.system, r.workload, r.policy)[r.metric].dropna()
-            b = _cells(records, r.testbed, "baseline", r.workload, r.policy)[r.metric].dropna()
+            a = judge.cells_of(records, r.testbed, r.system, r.workload,
+                               r.policy)[r.metric].dropna()
+            b = judge.cells_of(records, r.testbed, "baseline", r.workload,
+                               r.policy)[r.metric].dropna()
             lo, hi = judge.ratio_interval(a.to_numpy(), b.to_numpy())
             key = f"ratio {r.testbed}/{r.workload}/{r.policy}/{r.system}/{r.metric}"
             quantities[key] = {
