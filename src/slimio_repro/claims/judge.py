@@ -230,16 +230,19 @@ def _bootstrap(c: Claim, groups: dict, metrics_of: dict) -> tuple[float | None, 
                 means[term] = float(values[idx.astype(int)].mean())
         return _value(c, means)
 
-    data = tuple(np.arange(len(groups[k]), dtype=float) for k in keys)
+    return _interval(tuple(np.arange(len(groups[k]), dtype=float) for k in keys), statistic)
+
+
+def _interval(data: tuple, statistic) -> tuple[float | None, float | None]:
+    """The seeded percentile bootstrap every interval of this stage uses (each sample
+    resampled on its own); None when it is undefined."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         res = stats.bootstrap(data, statistic, n_resamples=RESAMPLES, vectorized=False,
                               paired=False, confidence_level=CONFIDENCE, method="percentile",
                               rng=np.random.default_rng(SEED))
     lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    if math.isnan(lo) or math.isnan(hi):
-        return None, None
-    return lo, hi
+    return (None, None) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
 def judge(c: Claim, records: pd.DataFrame) -> Verdict:
@@ -317,11 +320,4 @@ def ratio_interval(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | 
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if len(a) < 2 or len(b) < 2 or not b.mean():
         return None, None
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = stats.bootstrap((a, b), lambda x, y: x.mean() / y.mean(),
-                              n_resamples=RESAMPLES, vectorized=False, paired=False,
-                              confidence_level=CONFIDENCE, method="percentile",
-                              rng=np.random.default_rng(SEED))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (None, None) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+    return _interval((a, b), lambda x, y: x.mean() / y.mean())
