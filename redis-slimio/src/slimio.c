@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 
 #include "slimio_backend.h"
 #include "slimio_crc32c.h"
@@ -59,7 +60,14 @@ static struct {
     uint64_t last_snapshot_bytes;
     double last_snapshot_s;
     int last_snapshot_kind;
+    uint64_t early_rewrites;        /* rewrites scheduled by the region's fill level */
 } S;
+
+/* Periodical-Log's loss window (slimioWalBoundLag): Redis's everysec contract. */
+#define SLIMIO_MAX_UNWRITTEN_US 1000000
+#define SLIMIO_MAX_UNDURABLE_US 2000000
+/* The fill level of the WAL region at which a WAL-Snapshot is scheduled. */
+#define SLIMIO_WAL_REWRITE_PCT 50
 
 static const char *kindName(int kind) {
     switch (kind) {
@@ -103,6 +111,11 @@ static void atForkChild(void) {
     /* The child never touches the parent's WAL ring, thread or staging buffers. */
     if (S.wal_open) slimioWalAtForkChild(&S.wal);
     S.wal_open = 0;
+    /* A snapshot child outliving its parent would go on writing the Reserve slot, which
+     * the next server on the device writes its own snapshots into: it dies with the parent
+     * (stock Redis's orphan only finishes a temporary file nobody reads). */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != server.pid) _exit(1);
 }
 
 /* ------------------------------------------------------------------------------------
@@ -273,14 +286,6 @@ int slimioTruncateStream(const char *name, off_t valid_up_to) {
     return 0;
 }
 
-/* Does generation g start (a valid first block) where it says? */
-static int genStartsAt(const slimioWalGen *g) {
-    static unsigned char block[65536] __attribute__((aligned(4096)));
-    uint32_t used, lba = S.be.dev.lba_size;
-    return S.be.io.read(S.be.io.ctx, g->start_lba, 1, block) == 0 &&
-           slimioWalBlockCheck(block, lba, g->gen, g->start_seq, S.meta.format_id, &used) == SLIMIO_OK;
-}
-
 static const slimioWalGen *newestGen(void) {
     return S.meta.gens[1].gen ? &S.meta.gens[1] : S.meta.gens[0].gen ? &S.meta.gens[0] : NULL;
 }
@@ -347,6 +352,7 @@ int slimioLoadAppendOnlyFiles(void) {
     slimioWalGen g = root, last = root, next;
     slimioWalEnd last_end;
     memset(&last_end, 0, sizeof(last_end));
+    uint64_t max_gen = newest ? newest->gen : root.gen;
     for (;;) {
         char name[64];
         snprintf(name, sizeof(name), WAL_STREAM "%llu", (unsigned long long)g.gen);
@@ -361,24 +367,34 @@ int slimioLoadAppendOnlyFiles(void) {
         if (ret == AOF_FAILED || ret == AOF_OPEN_ERR) goto done;
         last = g;
         last_end = S.load_stats.end;
-        slimioWalSuccessor(&S.meta, &g, &last_end, &next);
-        if (!genStartsAt(&next)) break;
+        int more = slimioWalFollow(&S.be.io, &S.meta, &g, &last_end, max_gen, &next, NULL);
+        if (more < 0)
+            fatal("reading the WAL of %s after generation %llu failed: %s", S.be.dev.path,
+                  (unsigned long long)g.gen, strerror(-more));
+        if (!more) break;
         if (ret == AOF_TRUNCATED)
             fatal("WAL generation %llu ends in a torn command, but generation %llu follows it: "
                   "the WAL is damaged (dump it with slimio-admin dump-wal)",
                   (unsigned long long)g.gen, (unsigned long long)next.gen);
         g = next;
     }
-    if (newest && last.gen < newest->gen &&
-        !(next.gen == newest->gen && next.start_lba == newest->start_lba))
-        fatal("the WAL ends in generation %llu, but the metadata records generation %llu at LBA "
-              "%llu: WAL blocks are missing or corrupt (dump it with slimio-admin dump-wal)",
-              (unsigned long long)last.gen, (unsigned long long)newest->gen,
-              (unsigned long long)newest->start_lba);
-    /* Continue in an empty last generation, else in its successor. */
-    if (last_end.blocks == 0) S.write_gen = last;
-    else if (newest && next.gen == newest->gen) S.write_gen = *newest;
-    else S.write_gen = next;
+    /* The invariant (README, "Generations"): every listed generation newer than the log's
+     * last one never wrote a block, so it begins where the log ends. */
+    for (int i = 0; i < SLIMIO_MAX_WAL_GENS; i++) {
+        const slimioWalGen *l = &S.meta.gens[i];
+        if (l->gen > last.gen && l->start_lba != next.start_lba)
+            fatal("the WAL ends in generation %llu at LBA %llu, but the metadata records "
+                  "generation %llu at LBA %llu: WAL blocks are missing or corrupt (dump it "
+                  "with slimio-admin dump-wal)", (unsigned long long)last.gen,
+                  (unsigned long long)next.start_lba, (unsigned long long)l->gen,
+                  (unsigned long long)l->start_lba);
+    }
+    /* Continue in a generation numbered above every one that may have blocks on the device
+     * (never one recovery cut short: its abandoned blocks must stay stale), where the log
+     * ends. */
+    S.write_gen.gen = (max_gen > last.gen ? max_gen : last.gen) + 1;
+    S.write_gen.start_lba = next.start_lba;
+    S.write_gen.start_seq = 0;
 
 done:
     stopLoading(ret == AOF_OK || ret == AOF_TRUNCATED);
@@ -674,6 +690,22 @@ void slimioOpenWalOnServerStart(void) {
 }
 
 int slimioOpenNewIncrAof(void) {
+    /* Commands Redis accepted but could not write (the region was full) are in the dataset
+     * the rewrite is about to snapshot: they belong to the current generation, never to the
+     * next one (replayed after the snapshot they would apply twice, and a crash in the middle
+     * of them would recover older values under newer ones). They may use the reserve. */
+    if (sdslen(server.aof_buf)) {
+        S.wal.use_reserve = 1;
+        flushAppendOnlyFile(1);
+        S.wal.use_reserve = 0;
+        if (sdslen(server.aof_buf)) {
+            serverLog(LL_WARNING, "SlimIO: %zu bytes of accepted commands do not fit the WAL "
+                      "region of %s even with its reserve: the rewrite cannot start. The region "
+                      "is too small for the write rate (slimio-wal-size)",
+                      sdslen(server.aof_buf), S.be.dev.path);
+            return C_ERR;
+        }
+    }
     if (slimioWalNewGeneration(&S.wal) < 0) {
         serverLog(LL_WARNING, "SlimIO: cannot begin a new WAL generation: %s", strerror(errno));
         return C_ERR;
@@ -688,8 +720,22 @@ int slimioOpenNewIncrAof(void) {
 }
 
 ssize_t slimioAofWrite(const char *buf, size_t len) {
-    slimioWalSetFua(&S.wal, server.aof_fsync == AOF_FSYNC_ALWAYS);
-    return slimioWalAppend(&S.wal, buf, len);
+    int always = server.aof_fsync == AOF_FSYNC_ALWAYS;
+    slimioWalSetFua(&S.wal, always);
+    /* Periodical-Log: no reply goes out while older writes wait beyond the loss window. */
+    if (!always && slimioWalBoundLag(&S.wal, SLIMIO_MAX_UNWRITTEN_US, SLIMIO_MAX_UNDURABLE_US) < 0)
+        return -1;
+    ssize_t n = slimioWalAppend(&S.wal, buf, len);
+    /* The WAL-Snapshot that frees the region starts when half of it is in use, so that it
+     * ends before the rest fills (the sizing rule: README, "A full WAL region"). */
+    if (n >= 0 && slimioWalUsedBlocks(&S.wal) * 100 > S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PCT &&
+        server.child_type != CHILD_TYPE_AOF && !server.aof_rewrite_scheduled) {
+        serverLog(LL_NOTICE, "SlimIO: the WAL region of %s is %d%% full: scheduling an AOF "
+                  "rewrite (WAL-Snapshot) to free it", S.be.dev.path, SLIMIO_WAL_REWRITE_PCT);
+        server.aof_rewrite_scheduled = 1;
+        S.early_rewrites++;
+    }
+    return n;
 }
 
 int slimioAofFsync(void) {
@@ -754,7 +800,9 @@ sds slimioGenInfoString(sds info) {
             "slimio_wal_gen_durable_bytes:%llu\r\nslimio_wal_appends:%llu\r\nslimio_wal_bytes:%llu\r\n"
             "slimio_wal_batches:%llu\r\nslimio_wal_flushes:%llu\r\nslimio_wal_syncs:%llu\r\n"
             "slimio_wal_sync_wait_us:%llu\r\nslimio_wal_full_events:%llu\r\n"
-            "slimio_wal_staging_waits:%llu\r\nslimio_wal_error:%d\r\n",
+            "slimio_wal_staging_waits:%llu\r\nslimio_wal_error:%d\r\n"
+            "slimio_wal_lag_waits:%llu\r\nslimio_wal_lag_wait_us:%llu\r\n"
+            "slimio_wal_reserve_lbas:%llu\r\nslimio_wal_early_rewrites:%llu\r\n",
             (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
             (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
             (unsigned long long)slimioWalUsedBlocks(w),
@@ -764,7 +812,9 @@ sds slimioGenInfoString(sds info) {
             (unsigned long long)w->stat_bytes, (unsigned long long)w->stat_batches,
             (unsigned long long)w->stat_flushes, (unsigned long long)w->stat_syncs,
             (unsigned long long)w->stat_sync_wait_us, (unsigned long long)w->stat_full,
-            (unsigned long long)w->stat_stage_waits, w->error);
+            (unsigned long long)w->stat_stage_waits, w->error,
+            (unsigned long long)w->stat_lag_waits, (unsigned long long)w->stat_lag_wait_us,
+            (unsigned long long)w->reserve_blocks, (unsigned long long)S.early_rewrites);
         pthread_mutex_unlock(&w->lock);
         slimioRingStats *rs = &w->ring.stats;
         info = sdscatprintf(info,

@@ -324,6 +324,14 @@ static const slimioWalGen *nextListed(const slimioMeta *m, uint64_t gen) {
     return best;
 }
 
+/* The newest listed generation's number (0: none). */
+static uint64_t maxListed(const slimioMeta *m) {
+    uint64_t g = 0;
+    for (int i = 0; i < SLIMIO_MAX_WAL_GENS; i++)
+        if (m->gens[i].gen > g) g = m->gens[i].gen;
+    return g;
+}
+
 /* Whether g is one of the metadata's gens[] entries. */
 static int isListed(const slimioMeta *m, const slimioWalGen *g) {
     for (int i = 0; i < SLIMIO_MAX_WAL_GENS; i++)
@@ -332,28 +340,13 @@ static int isListed(const slimioMeta *m, const slimioWalGen *g) {
     return 0;
 }
 
-/* Check the first block of generation g (at its start). Returns the check's result, or an
- * I/O error in *io_err. */
-static int probeGen(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
-                    int *io_err) {
-    unsigned char *block = alignedAlloc(io->lba_size);
-    if (!block) { *io_err = -ENOMEM; return SLIMIO_ERR_IO; }
-    uint32_t used;
-    int rc = io->read(io->ctx, g->start_lba, 1, block);
-    int st = rc ? SLIMIO_ERR_IO
-                : slimioWalBlockCheck(block, io->lba_size, g->gen, g->start_seq, m->format_id,
-                                      &used);
-    free(block);
-    *io_err = rc;
-    return st;
-}
-
 /* Follow the chain of WAL generations from first (a gens[] entry): scan each to its valid
  * end and pass the payloads of the generations numbered emit_from or above to visit. The
  * next generation is the listed one numbered gen + 1 if there is one (the metadata names
- * its start), else gen + 1 at slimioWalSuccessor's position if its first block checks
- * valid, else the next listed generation above (the generations in between never wrote a
- * block, or were lost: gap_before tells). The chain ends when none of these exists, or when
+ * its start), else the one whose first block is at slimioWalSuccessor's position
+ * (slimioWalFollow: any generation above gen up to the newest listed one, since
+ * generations that never wrote a block leave that position to the next), else the next
+ * listed generation above (lost blocks in between: gap_before tells). The chain ends when none of these exists, or when
  * it has covered the whole WAL region. Returns SLIMIO_OK, an I/O error, or the visitor's
  * return; *c is filled in any case (free c->gens). */
 static int walChainFollow(const slimioBlockIo *io, const slimioMeta *m,
@@ -394,12 +387,15 @@ static int walChainFollow(const slimioBlockIo *io, const slimioMeta *m,
             cur = *listed;
             continue;
         }
-        int io_err;
-        int st = probeGen(io, m, &c->next, &io_err);
-        if (io_err) return io_err;
-        if (st == SLIMIO_OK) {
+        /* The server's rule (slimioWalFollow): the first block at the successor position
+         * begins a newer generation, up to the newest listed one. */
+        slimioWalGen found;
+        int st;
+        int more = slimioWalFollow(io, m, &cur, &cg->end, maxListed(m), &found, &st);
+        if (more < 0) return more;
+        if (more) {
             gap = 0;
-            cur = c->next;
+            cur = found;
             continue;
         }
         if (listed) {

@@ -365,3 +365,24 @@ void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimio
     next->start_lba = end->tail_used ? slimioWalLba(m, end->next_lba, 1) : end->next_lba;
     next->start_seq = 0;
 }
+
+int slimioWalFollow(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
+                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop) {
+    slimioWalSuccessor(m, g, end, next);
+    if (stop) *stop = SLIMIO_OK;
+    unsigned char *block = blockAlloc(io->lba_size, 1);
+    if (!block) return -ENOMEM;
+    int rc = io->read(io->ctx, next->start_lba, 1, block);
+    if (rc) { free(block); return rc < 0 ? rc : -EIO; }
+    /* An intact block (magic, CRC, format) first; then its generation; then block 0. */
+    uint64_t gen = get64(block + WO_GEN), seq = get64(block + WO_SEQ);
+    uint32_t used;
+    int st = slimioWalBlockCheck(block, io->lba_size, gen, seq, m->format_id, &used);
+    free(block);
+    if (st == SLIMIO_OK && (gen <= g->gen || gen > max_gen)) st = SLIMIO_ERR_GEN;
+    if (st == SLIMIO_OK && seq != 0) st = SLIMIO_ERR_SEQ;
+    if (stop) *stop = st;
+    if (st != SLIMIO_OK) return 0;
+    next->gen = gen;
+    return 1;
+}

@@ -204,4 +204,18 @@ int slimioWalScan(const slimioBlockIo *io, const slimioMeta *m, const slimioWalG
 void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimioWalEnd *end,
                         slimioWalGen *next);
 
+/* The generation that continues the log after g, which ended at *end. Generations are
+ * numbered in the order they begin, and each begins at its predecessor's successor
+ * position P (slimioWalSuccessor); one that never wrote a block leaves P to the next one,
+ * so several generation numbers can begin at the same P and all but the last are empty.
+ * The log therefore continues with the first block at P if it is block 0 (sequence 0) of
+ * a generation numbered above g->gen and at most max_gen (the newest generation the
+ * metadata lists: no block of a newer one can exist, since a generation is listed before
+ * its first write), whatever its number. A stale block at P carries an older generation
+ * (a previous lap of the circular region, or the abandoned end of a truncated one) and
+ * ends the log. Returns 1 with *next filled, 0 when the log ends at P (*stop says why: the
+ * failed check of that block), or a negative errno. */
+int slimioWalFollow(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
+                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop);
+
 #endif

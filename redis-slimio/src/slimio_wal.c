@@ -30,6 +30,7 @@ static uint64_t genLba(const slimioWal *w, uint64_t b) {
 }
 
 static void submitFlush(slimioWal *w);
+static void markAppend(slimioWal *w, uint64_t now);
 static void submitBatch(slimioWal *w);
 
 /* Completion of one part of a write batch (completion thread). */
@@ -174,6 +175,7 @@ int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ri
     w->flush_part.wal = w;
     w->flush_part.req.ctx = &w->flush_part;
     w->flush_part.req.done = flushDone;
+    w->reserve_blocks = meta->wal_lbas / SLIMIO_WAL_RESERVE_DIV;
     if (slimioRingInit(&w->ring, be, ring_entries, 0, err, errlen) < 0) {
         munmap(w->stage, w->stage_bytes);
         munmap(w->bounce, w->lba_size);
@@ -200,6 +202,7 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
     w->head_lba = next.gens[0].start_lba;
     w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
     w->appended = w->written = w->durable = 0;
+    w->mark_first = w->mark_n = 0;
     w->stat_gens++;
     pthread_mutex_unlock(&w->lock);
     return 0;
@@ -213,14 +216,17 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
         errno = EIO;
         return -1;
     }
-    /* All or nothing: the region must hold the whole append, one block kept free. */
-    if (w->gen_offset + blocksOf(w, w->appended + len) > w->meta->wal_lbas - 1) {
+    /* All or nothing: the region must hold the whole append, one block (and, unless this
+     * is the drain before a generation switch, the reserve) kept free. */
+    uint64_t limit = w->meta->wal_lbas - 1 - (w->use_reserve ? 0 : w->reserve_blocks);
+    if (w->gen_offset + blocksOf(w, w->appended + len) > limit) {
         w->stat_full++;
         pthread_mutex_unlock(&w->lock);
         if (w->on_full) w->on_full(w->on_full_ctx);
         errno = ENOSPC;
         return -1;
     }
+    markAppend(w, nowUs());
     size_t left = len;
     while (left) {
         /* Staging room: live blocks span from the one holding `written` to the end. */
@@ -260,6 +266,33 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
     return (ssize_t)len;
 }
 
+/* Lock held: remember that what is appended from now on comes no earlier than now. */
+static void markAppend(slimioWal *w, uint64_t now) {
+    if (w->mark_n) {
+        unsigned last = (w->mark_first + w->mark_n - 1) % SLIMIO_WAL_MARKS;
+        if (now - w->marks[last].us < SLIMIO_WAL_MARK_US) return;
+        if (w->marks[last].off == w->appended) return;
+    }
+    if (w->mark_n == SLIMIO_WAL_MARKS) return;   /* coarser: the older mark stays */
+    unsigned i = (w->mark_first + w->mark_n++) % SLIMIO_WAL_MARKS;
+    w->marks[i].off = w->appended;
+    w->marks[i].us = now;
+}
+
+/* Lock held: how long ago (at most) the byte at offset level was appended; 0 when every
+ * appended byte is below level. Drops the marks no byte at or above level needs. */
+static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now) {
+    if (level >= w->appended || !w->mark_n) return 0;
+    while (w->mark_n > 1) {
+        unsigned next = (w->mark_first + 1) % SLIMIO_WAL_MARKS;
+        if (w->marks[next].off > level) break;
+        w->mark_first = next;
+        w->mark_n--;
+    }
+    uint64_t t = w->marks[w->mark_first].us;
+    return now > t ? now - t : 0;
+}
+
 /* Lock held: wait until everything appended is written and flushed. */
 static int syncLocked(slimioWal *w) {
     uint64_t target = w->appended;
@@ -281,6 +314,20 @@ int slimioWalSync(slimioWal *w) {
     int rc = syncLocked(w);
     w->stat_syncs++;
     w->stat_sync_wait_us += nowUs() - start;
+    pthread_mutex_unlock(&w->lock);
+    return rc;
+}
+
+int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undurable_us) {
+    uint64_t now = nowUs();
+    pthread_mutex_lock(&w->lock);
+    int rc = 0;
+    if (!w->error && (lagUs(w, w->durable, now) > max_undurable_us ||
+                      lagUs(w, w->written, now) > max_unwritten_us)) {
+        w->stat_lag_waits++;
+        rc = syncLocked(w);
+        w->stat_lag_wait_us += nowUs() - now;
+    }
     pthread_mutex_unlock(&w->lock);
     return rc;
 }

@@ -14,8 +14,9 @@
  *                        called once a second by Redis's everysec logic.
  *
  * Space: the live WAL runs from the first LBA of the oldest live generation (the head) to
- * the end of the current generation; one block is always kept free. An append that does
- * not fit fails as a whole with ENOSPC, like a full disk. */
+ * the end of the current generation; one block is always kept free, and ordinary appends
+ * also leave the reserve (SLIMIO_WAL_RESERVE_DIV) free. An append that does not fit fails
+ * as a whole with ENOSPC, like a full disk. */
 #ifndef SLIMIO_WAL_H
 #define SLIMIO_WAL_H
 
@@ -27,6 +28,13 @@
 #include "slimio_ring.h"
 
 #define SLIMIO_WAL_BATCH_PARTS 4
+/* One part in SLIMIO_WAL_RESERVE_DIV of the region is kept free by ordinary appends: it
+ * takes the commands Redis accepted but could not write when the region filled, which must
+ * reach the current generation before a rewrite begins the next one (the rewrite's
+ * snapshot already contains them; written after it they would be replayed twice). */
+#define SLIMIO_WAL_RESERVE_DIV 8
+#define SLIMIO_WAL_MARKS 64
+#define SLIMIO_WAL_MARK_US 50000
 
 typedef struct slimioWal slimioWal;
 
@@ -64,8 +72,16 @@ struct slimioWal {
 
     void (*on_full)(void *ctx);     /* called (main thread) when an append does not fit */
     void *on_full_ctx;
+    uint64_t reserve_blocks;    /* kept free by ordinary appends (SLIMIO_WAL_RESERVE_DIV) */
+    int use_reserve;            /* set around the drain before a generation switch */
+
+    /* When the bytes were appended: marks[i] says bytes from off on were appended at or
+     * after us (one mark per SLIMIO_WAL_MARK_US at most), for the loss-window bound. */
+    struct { uint64_t off, us; } marks[SLIMIO_WAL_MARKS];
+    unsigned mark_first, mark_n;
 
     /* Statistics. */
+    uint64_t stat_lag_waits, stat_lag_wait_us;
     uint64_t stat_appends, stat_bytes, stat_batches, stat_flushes, stat_syncs;
     uint64_t stat_sync_wait_us, stat_full, stat_stage_waits, stat_gens;
 };
@@ -90,6 +106,13 @@ void slimioWalSetFua(slimioWal *w, int fua);
 
 /* Block until everything appended so far is written and flushed. 0 or -1 with errno. */
 int slimioWalSync(slimioWal *w);
+
+/* Periodical-Log's loss window: when the oldest appended byte not yet written is older
+ * than max_unwritten_us, or the oldest not yet durable older than max_undurable_us, wait
+ * (on the calling thread) until it is; 0 or -1 with errno. Called before an append, so no
+ * acknowledgement goes out while the window is exceeded: a crash then loses at most the
+ * writes of the window (Redis's everysec contract: a second, two when a flush is slow). */
+int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undurable_us);
 
 /* Ask for a flush of everything appended so far, without waiting. */
 void slimioWalFlushAsync(slimioWal *w);

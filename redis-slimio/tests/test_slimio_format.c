@@ -510,13 +510,13 @@ static slimioWalGen successorOf(const slimioMeta *m, const slimioWalGen *g,
 }
 
 /* Follow the chain of generations from first as recovery does: scan each one to its valid
- * end, continue with its successor while the successor's first block checks valid for it.
- * Fills out[] with up to max generations, collects the payloads into c (if not NULL), and
- * *why is the check result that ended the chain. Returns the number of generations. */
-static int chainFollow(const slimioMeta *m, const slimioWalGen *first, collected *c,
-                       slimioWalGen *out, int max, int *why) {
+ * end, continue with the generation slimioWalFollow finds at its successor position (any
+ * generation above it up to max_gen whose block 0 is there). Fills out[] with up to max
+ * generations, collects the payloads into c (if not NULL), and *why is the check result
+ * that ended the chain. Returns the number of generations. */
+static int chainFollow(const slimioMeta *m, const slimioWalGen *first, uint64_t max_gen,
+                       collected *c, slimioWalGen *out, int max, int *why) {
     slimioWalGen g = *first;
-    unsigned char *block = malloc(m->lba_size);
     int n = 0;
     *why = SLIMIO_OK;
     while (n < max) {
@@ -524,15 +524,9 @@ static int chainFollow(const slimioMeta *m, const slimioWalGen *first, collected
         if (slimioWalScan(&io, m, &g, 0, 3, c ? collect : NULL, c, &end) != 0) break;
         out[n++] = g;
         slimioWalGen next;
-        slimioWalSuccessor(m, &g, &end, &next);
-        uint32_t used;
-        if (ramRead(&disk, next.start_lba, 1, block) != 0) abort();
-        *why = slimioWalBlockCheck(block, m->lba_size, next.gen, next.start_seq,
-                                   m->format_id, &used);
-        if (*why != SLIMIO_OK) break;
+        if (slimioWalFollow(&io, m, &g, &end, max_gen, &next, why) != 1) break;
         g = next;
     }
-    free(block);
     return n;
 }
 
@@ -612,7 +606,7 @@ static void test_wal_chain_follows_an_unlisted_middle_generation(void) {
     collected c = {malloc(total), 0, total, 0};
     slimioWalGen chain[8];
     int why;
-    int n = chainFollow(&got, &got.gens[0], &c, chain, 8, &why);
+    int n = chainFollow(&got, &got.gens[0], 6, &c, chain, 8, &why);
     CHECK(n == 3 && why == SLIMIO_ERR_MAGIC);           /* gen 7's place is blank */
     for (int k = 0; k < 3; k++)
         CHECK(chain[k].gen == written[k].gen && chain[k].start_lba == written[k].start_lba);
@@ -620,14 +614,15 @@ static void test_wal_chain_follows_an_unlisted_middle_generation(void) {
     CHECK(c.len == total && memcmp(c.data, stream, total) == 0);
     /* From the listed gen 6 alone: its own bytes only. */
     c.len = 0;
-    CHECK(chainFollow(&got, &got.gens[1], &c, chain, 8, &why) == 1);
+    CHECK(chainFollow(&got, &got.gens[1], 6, &c, chain, 8, &why) == 1);
     CHECK(c.len == lens[2] && memcmp(c.data, stream + lens[0] + lens[1], lens[2]) == 0);
     free(c.data);
     free(stream);
 }
 
-/* The chain ends where the successor's first block is not generation g + 1 at sequence 0:
- * a stale block of an older generation, a block of a later lap or of another format. */
+/* The chain ends where the successor's first block is not block 0 of a generation above g
+ * and at most the newest listed one: a stale block of an older generation, a block of a
+ * later lap or of another format. */
 static void test_wal_chain_ends_at_a_stale_or_foreign_successor(void) {
     slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
     uint32_t cap = slimioWalPayload(4096);
@@ -635,17 +630,45 @@ static void test_wal_chain_ends_at_a_stale_or_foreign_successor(void) {
     walWrite(&m, &old, 8 * (size_t)cap);        /* an older lap fills blocks 0..7 */
     walWrite(&m, &cur, 2 * (size_t)cap + 5);    /* gen 2 overwrote 0..2, tail on 2 */
     int why;
-    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
+    CHECK(chainFollow(&m, &cur, 3, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
     uint64_t at = m.wal_start + 3;              /* gen 3 would start here */
     walWriteBlock(&m, at, 3, 7, m.format_id);   /* gen 3, but not its first block */
-    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_SEQ);
+    CHECK(chainFollow(&m, &cur, 3, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_SEQ);
     walWriteBlock(&m, at, 4, 0, m.format_id);   /* a generation too far */
-    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
+    CHECK(chainFollow(&m, &cur, 3, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
     walWriteBlock(&m, at, 3, 0, m.format_id ^ 1);   /* left by an earlier format */
-    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_FORMAT_ID);
+    CHECK(chainFollow(&m, &cur, 3, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_FORMAT_ID);
     walWriteBlock(&m, at, 3, 0, m.format_id);   /* the real gen 3: the chain goes on */
-    CHECK(chainFollow(&m, &cur, NULL, chain, 8, &why) == 2);
+    CHECK(chainFollow(&m, &cur, 3, NULL, chain, 8, &why) == 2);
     CHECK(chain[1].gen == 3 && chain[1].start_lba == at && why == SLIMIO_ERR_GEN);
+}
+
+/* Generations that never wrote a block leave their position to the next one: after gen 1,
+ * gens 2 (a restart) and 3 (a rewrite at once) both began at P and only 3 wrote; gens 4 and
+ * 5 both began after 3 and neither wrote. The chain is 1, 3 and ends where 4 and 5 would
+ * begin; the block of a generation newer than the newest listed one is not followed. */
+static void test_wal_chain_skips_generations_that_never_wrote(void) {
+    slimioMeta m = formatted(4096, 1 << 16, 8 << 20, 32 << 20);
+    uint32_t cap = slimioWalPayload(4096);
+    slimioWalGen g1 = {1, m.wal_start, 0}, chain[8];
+    walWrite(&m, &g1, 2 * (size_t)cap + 9);
+    slimioWalEnd end;
+    slimioWalGen p = successorOf(&m, &g1, &end);        /* gen 2's place: empty */
+    slimioWalGen g3 = {3, p.start_lba, 0};
+    walWrite(&m, &g3, (size_t)cap);                     /* a full block: 4 begins after it */
+    slimioWalGen p4 = successorOf(&m, &g3, &end);
+    CHECK(p4.start_lba == p.start_lba + 1);
+    int why;
+    CHECK(chainFollow(&m, &g1, 5, NULL, chain, 8, &why) == 2);
+    CHECK(chain[1].gen == 3 && chain[1].start_lba == p.start_lba && why == SLIMIO_ERR_MAGIC);
+    /* The newest listed generation is 2: gen 3's block cannot be part of this log. */
+    CHECK(chainFollow(&m, &g1, 2, NULL, chain, 8, &why) == 1 && why == SLIMIO_ERR_GEN);
+    /* A block 0 of gen 6 where 4 and 5 would begin, but 5 is the newest listed: stale. */
+    walWriteBlock(&m, p4.start_lba, 6, 0, m.format_id);
+    CHECK(chainFollow(&m, &g1, 5, NULL, chain, 8, &why) == 2 && why == SLIMIO_ERR_GEN);
+    /* Gen 5 wrote there after all: the log goes on with it. */
+    walWriteBlock(&m, p4.start_lba, 5, 0, m.format_id);
+    CHECK(chainFollow(&m, &g1, 5, NULL, chain, 8, &why) == 3 && chain[2].gen == 5);
 }
 
 /* --- NVMe passthru: encoding and discovery parsers -------------------------------------- */
@@ -1011,6 +1034,7 @@ int main(void) {
     RUN(test_wal_successor_after_full_block_and_partial_tail);
     RUN(test_wal_successor_wraps_around_the_region);
     RUN(test_wal_chain_follows_an_unlisted_middle_generation);
+    RUN(test_wal_chain_skips_generations_that_never_wrote);
     RUN(test_wal_chain_ends_at_a_stale_or_foreign_successor);
     RUN(test_nvme_write_encodes_fdp_placement_and_fua);
     RUN(test_nvme_identify_parsers_read_the_spec_offsets);
