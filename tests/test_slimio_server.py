@@ -698,15 +698,54 @@ def test_full_region_everysec_refuses_writes_then_rewrite_frees(slim):
 
 
 @device
-def test_full_region_always_exits(slim):
-    s = slim(policy="always", extra={"slimio-wal-size": "4mb"})
+@pytest.mark.parametrize("policy", ["always", "periodical"])
+def test_full_region_reserve_takes_accepted_writes_then_refuses(slim, policy):
+    """The region fills while the rewrite that frees it is slowed down (2 s in its child):
+    the commands already executed go into the reserve, later writes get MISCONF "No space
+    left on device" (as on a full disk) until the promotion frees the region, and no
+    acknowledged write is lost, even by kill -9 right after (Always-Log) or by SHUTDOWN
+    (Periodical-Log)."""
+    s = slim(policy=policy, extra={"slimio-wal-size": "4mb"})
+    s.start(failpoints="snapshot.mid=delay:2000000")
+    n, err = fill(s.cli, b"x" * 100_000)
+    assert "MISCONF" in err and "No space left on device" in err, err
+    info = s.info()
+    assert info["slimio_wal_refusing_writes"] == 1 and info["slimio_wal_full_refusals"] >= 1
+    assert info["slimio_wal_used_lbas"] > info["slimio_wal_lbas"] - 1 - info["slimio_wal_reserve_lbas"]
+    acked = digest(s.cli)
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            s.cli.set("after", "ok")
+            break
+        except redis.ResponseError:
+            assert time.monotonic() < deadline, "writes still refused 60 s after the region filled"
+            time.sleep(0.1)
+    assert s.info()["slimio_wal_refusing_writes"] == 0
+    assert "has room again: accepting writes" in s.log.read_text()
+    s.cli.delete("after")
+    assert digest(s.cli) == acked
+    if policy == "always":
+        s.server.kill()
+    else:
+        s.server.shutdown()
     s.start()
+    assert digest(s.cli) == acked
+
+
+def test_full_region_beyond_the_reserve_always_exits(slim):
+    """A command the reserve cannot take either: stock Redis's full-disk handling under
+    Always-Log (the server exits; the command was never acknowledged)."""
+    s = slim(policy="always", extra={"slimio-wal-size": "4mb"})
+    s.start(failpoints="snapshot.mid=delay:2000000")
+    s.cli.set("a", b"x" * 3_000_000)
     with pytest.raises((redis.ConnectionError, redis.ResponseError)):
-        for i in range(10_000):
-            s.cli.set(f"big:{i % 40}", b"x" * 100_000)
+        s.cli.set("b", b"y" * 3_000_000)
     assert s.wait_exit() == 1
     assert "Can't recover from AOF write error when the AOF fsync policy is 'always'" \
         in s.log.read_text()
+    s.start()
+    assert s.cli.get("a") == "x" * 3_000_000 and s.cli.get("b") is None
 
 
 # --------------------------------------------------------------------------------------
@@ -718,7 +757,8 @@ def test_refuses_a_device_with_a_file_system(slim, tmp_path):
     subprocess.run(["mkfs.ext4", "-q", "-F", str(s.device)], check=True)
     before = s.device.read_bytes()[:2 * MIB]
     out = s.start_fails()
-    assert "refusing to format" in out and "ext2/3/4" in out and "slimio-format force" in out
+    assert "refusing to format" in out and "an ext4 file system (libblkid: TYPE=ext4)" in out
+    assert "slimio-format force" in out
     assert s.device.read_bytes()[:2 * MIB] == before
 
 

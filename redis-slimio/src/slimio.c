@@ -61,6 +61,8 @@ static struct {
     double last_snapshot_s;
     int last_snapshot_kind;
     uint64_t early_rewrites;        /* rewrites scheduled by the region's fill level */
+    int refusing;                   /* writes refused: the region is full */
+    uint64_t refusals;              /* times it filled */
 } S;
 
 /* Periodical-Log's loss window (slimioWalBoundLag): Redis's everysec contract. */
@@ -552,6 +554,8 @@ static void deallocAfterPromotion(const slimioMeta *before, const slimioWalGen *
     slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_DEALLOC_SLOT);
 }
 
+static void walSpaceFreed(void);
+
 /* Promote the reported snapshot: one metadata commit makes the Reserve slot the new
  * WAL-Snapshot (with root as its first WAL generation) or On-Demand snapshot, and the slot
  * it replaces the Reserve; then what became dead is deallocated (deallocAfterPromotion)
@@ -592,7 +596,10 @@ static int promote(const slimioReport *rep, const slimioWalGen *root) {
     S.meta = next;
     slimioFailpoint(SLIMIO_FP_PROMOTE_AFTER_COMMIT);
     deallocAfterPromotion(&before, root, old);
-    if (root && S.wal_open) slimioWalRelease(&S.wal, root);
+    if (root && S.wal_open) {
+        slimioWalRelease(&S.wal, root);
+        walSpaceFreed();
+    }
     S.snapshots[rep->kind]++;
     S.promotions++;
     S.last_snapshot_bytes = rep->length;
@@ -651,6 +658,32 @@ int slimioBgsaveDone(void) {
 /* ------------------------------------------------------------------------------------
  * WAL-Path
  * ---------------------------------------------------------------------------------- */
+
+/* Refuse new writes (on) with MISCONF "Errors writing to the AOF file: No space left on
+ * device", through the status Redis's own background fsync reports errors in (SlimIO
+ * replaces that fsync, so nothing else sets it), or accept them again (off). */
+static void refuseWrites(int on) {
+    if (on == S.refusing) return;
+    S.refusing = on;
+    atomicSet(server.aof_bio_fsync_errno, ENOSPC);
+    atomicSet(server.aof_bio_fsync_status, on ? C_ERR : C_OK);
+    if (on) {
+        S.refusals++;
+        serverLog(LL_WARNING, "SlimIO: the WAL region of %s is full (its reserve took the last "
+                  "accepted commands): refusing writes until the WAL-Snapshot frees it",
+                  S.be.dev.path);
+    } else {
+        serverLog(LL_WARNING, "SlimIO: the WAL region of %s has room again: accepting writes",
+                  S.be.dev.path);
+    }
+}
+
+/* After a promotion released WAL space: writes are accepted again once the live WAL is
+ * below the fill level that schedules a rewrite. */
+static void walSpaceFreed(void) {
+    if (S.refusing && slimioWalUsedBlocks(&S.wal) * 100 <= S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PCT)
+        refuseWrites(0);
+}
 
 static void walFull(void *ctx) {
     UNUSED(ctx);
@@ -726,6 +759,18 @@ ssize_t slimioAofWrite(const char *buf, size_t len) {
     if (!always && slimioWalBoundLag(&S.wal, SLIMIO_MAX_UNWRITTEN_US, SLIMIO_MAX_UNDURABLE_US) < 0)
         return -1;
     ssize_t n = slimioWalAppend(&S.wal, buf, len);
+    if (n < 0 && errno == ENOSPC) {
+        /* These commands are executed and their replies about to go out: they go into the
+         * reserve, and new writes are refused (MISCONF, as on a full disk) until the
+         * rewrite's promotion frees the region. Only when even the reserve cannot take
+         * them does stock Redis's full-disk handling follow (always: exit; everysec: they
+         * stay in the AOF buffer and writes are refused). */
+        S.wal.use_reserve = 1;
+        n = slimioWalAppend(&S.wal, buf, len);
+        S.wal.use_reserve = 0;
+        if (n >= 0) refuseWrites(1);
+        else errno = ENOSPC;
+    }
     /* The WAL-Snapshot that frees the region starts when half of it is in use, so that it
      * ends before the rest fills (the sizing rule: README, "A full WAL region"). */
     if (n >= 0 && slimioWalUsedBlocks(&S.wal) * 100 > S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PCT &&
@@ -802,7 +847,8 @@ sds slimioGenInfoString(sds info) {
             "slimio_wal_sync_wait_us:%llu\r\nslimio_wal_full_events:%llu\r\n"
             "slimio_wal_staging_waits:%llu\r\nslimio_wal_error:%d\r\n"
             "slimio_wal_lag_waits:%llu\r\nslimio_wal_lag_wait_us:%llu\r\n"
-            "slimio_wal_reserve_lbas:%llu\r\nslimio_wal_early_rewrites:%llu\r\n",
+            "slimio_wal_reserve_lbas:%llu\r\nslimio_wal_early_rewrites:%llu\r\n"
+            "slimio_wal_refusing_writes:%d\r\nslimio_wal_full_refusals:%llu\r\n",
             (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
             (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
             (unsigned long long)slimioWalUsedBlocks(w),
@@ -814,7 +860,8 @@ sds slimioGenInfoString(sds info) {
             (unsigned long long)w->stat_sync_wait_us, (unsigned long long)w->stat_full,
             (unsigned long long)w->stat_stage_waits, w->error,
             (unsigned long long)w->stat_lag_waits, (unsigned long long)w->stat_lag_wait_us,
-            (unsigned long long)w->reserve_blocks, (unsigned long long)S.early_rewrites);
+            (unsigned long long)w->reserve_blocks, (unsigned long long)S.early_rewrites,
+            S.refusing, (unsigned long long)S.refusals);
         pthread_mutex_unlock(&w->lock);
         slimioRingStats *rs = &w->ring.stats;
         info = sdscatprintf(info,

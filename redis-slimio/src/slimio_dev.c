@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "slimio_dev.h"
 
+#include <blkid/blkid.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/fs.h>
@@ -229,38 +230,62 @@ void slimioDevClose(slimioDev *dev) {
     dev->path = NULL;
 }
 
-/* Signatures of what must never be overwritten by accident, as (offset, bytes). */
-static const struct { uint64_t off; const char *magic; size_t len; const char *what; } sigs[] = {
-    {1080, "\x53\xef", 2, "an ext2/3/4 file system"},
-    {1024, "\x10\x20\xf5\xf2", 4, "an F2FS file system"},
-    {0, "XFSB", 4, "an XFS file system"},
-    {65600, "_BHRfS_M", 8, "a Btrfs file system"},
-    {512, "EFI PART", 8, "a GPT partition table"},
-    {4096, "EFI PART", 8, "a GPT partition table"},
-    {0, "LUKS\xba\xbe", 6, "a LUKS volume"},
-    {4086, "SWAPSPACE2", 10, "a swap area"},
-    {3, "NTFS    ", 8, "an NTFS file system"},
-    {54, "FAT", 3, "a FAT file system"},
-    {82, "FAT32", 5, "a FAT32 file system"},
-};
+/* The node libblkid probes for dev: the path itself, except for an NVMe generic char
+ * device (/dev/ngXnY), whose block node is /dev/nvmeXnY (libblkid reads through the page
+ * cache of a block device or a file; the char device has neither). */
+static void probePath(const slimioDev *dev, char *out, size_t len) {
+    const char *base = strrchr(dev->path, '/');
+    unsigned ctrl, ns;
+    base = base ? base + 1 : dev->path;
+    if (dev->is_nvme && sscanf(base, "ng%un%u", &ctrl, &ns) == 2)
+        snprintf(out, len, "/dev/nvme%un%u", ctrl, ns);
+    else
+        snprintf(out, len, "%s", dev->path);
+}
 
+/* Every signature libblkid knows (file systems, partition tables, LVM, RAID members, swap,
+ * LUKS, ...), through its safe probe: superblocks with their type and usage, partition
+ * tables by their magic. A probe that cannot run, or finds several signatures at once, is
+ * reported too: SlimIO only writes where nothing is found. */
 const char *slimioDevForeignSignature(slimioDev *dev) {
-    const size_t span = 128 * 1024;
-    uint64_t have = dev->lbas * dev->lba_size;
-    size_t len = have < span ? (size_t)have : span;
-    unsigned char *buf = NULL;
-    if (len == 0 || posix_memalign((void **)&buf, 4096, span)) return NULL;
-    const char *found = NULL;
-    if (dev->io.read(dev->io.ctx, 0, (uint32_t)(len / dev->lba_size), buf) == 0) {
-        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]) && !found; i++)
-            if (sigs[i].off + sigs[i].len <= len &&
-                !memcmp(buf + sigs[i].off, sigs[i].magic, sigs[i].len)) found = sigs[i].what;
-        /* An MBR: boot signature and at least one non-empty partition entry. */
-        if (!found && len >= 512 && buf[510] == 0x55 && buf[511] == 0xaa) {
-            for (int p = 0; p < 4; p++)
-                if (buf[446 + 16 * p + 4] != 0) found = "an MBR partition table";
-        }
+    static __thread char what[640];
+    char path[256];
+    probePath(dev, path, sizeof(path));
+    blkid_probe pr = blkid_new_probe_from_filename(path);
+    if (!pr) {
+        snprintf(what, sizeof(what), "something libblkid cannot probe (%s: %s)", path,
+                 strerror(errno ? errno : EIO));
+        return what;
     }
-    free(buf);
+    blkid_probe_enable_superblocks(pr, 1);
+    blkid_probe_set_superblocks_flags(pr, BLKID_SUBLKS_TYPE | BLKID_SUBLKS_USAGE);
+    blkid_probe_enable_partitions(pr, 1);
+    blkid_probe_set_partitions_flags(pr, BLKID_PARTS_MAGIC);
+    int rc = blkid_do_safeprobe(pr);
+    const char *found = NULL;
+    if (rc == 0) {
+        const char *type = NULL, *usage = NULL;
+        if (blkid_probe_lookup_value(pr, "PTTYPE", &type, NULL) == 0)
+            snprintf(what, sizeof(what), "a %s partition table (libblkid: PTTYPE=%s)", type, type);
+        else if (blkid_probe_lookup_value(pr, "TYPE", &type, NULL) == 0) {
+            if (blkid_probe_lookup_value(pr, "USAGE", &usage, NULL) != 0) usage = "signature";
+            snprintf(what, sizeof(what), "a%s %s %s (libblkid: TYPE=%s)",
+                     strchr("aeiou", type[0]) ? "n" : "", type,
+                     !strcmp(usage, "filesystem") ? "file system"
+                     : !strcmp(usage, "raid") ? "RAID or volume-manager member"
+                     : !strcmp(usage, "crypto") ? "encrypted volume"
+                     : !strcmp(usage, "other") ? "signature" : usage, type);
+        } else
+            snprintf(what, sizeof(what), "a signature libblkid recognises");
+        found = what;
+    } else if (rc == -2) {
+        snprintf(what, sizeof(what), "several conflicting signatures (libblkid: ambivalent "
+                 "probe result)");
+        found = what;
+    } else if (rc < 0) {
+        snprintf(what, sizeof(what), "something libblkid cannot probe (%s)", path);
+        found = what;
+    }
+    blkid_free_probe(pr);
     return found;
 }

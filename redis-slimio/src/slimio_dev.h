@@ -44,8 +44,11 @@ void slimioDevClose(slimioDev *dev);
  * device: its queue's discard_max_bytes; a regular file: its file system decides (-1). */
 int slimioDevDeallocSupport(const slimioDev *dev);
 
-/* Look for a foreign signature in the first blocks of the device. Returns NULL when there is
- * none, else a static description ("an ext2/3/4 file system", "a GPT partition table", ...). */
+/* Probe the device with libblkid for any signature it knows (file systems, partition
+ * tables, LVM, RAID, swap, LUKS, ...); an NVMe generic char device is probed through its
+ * block node. Returns NULL when there is none, else a description in a thread-local
+ * buffer ("an ext4 file system (libblkid: TYPE=ext4)", "a gpt partition table ...");
+ * a probe that fails or is ambivalent is described too (never NULL then). */
 const char *slimioDevForeignSignature(slimioDev *dev);
 
 #endif
