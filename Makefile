@@ -3,6 +3,8 @@
 #   make reproduce   set up this host and run the main job (smoke profile by default)
 #   make test        set up this host and run the whole test suite (what .ci/run runs)
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
+#   make crash-campaign  SlimIO and stock Redis crashed and restarted 1000 times (config's
+#                    crash section; results/crash/summary.md); exit 1 on any finding
 #   make nightly     the nightly regression: the ci profile, fresh, compared with the
 #                    committed reference (results/reference/nightly.json); exit 1 on a
 #                    regression
@@ -23,7 +25,7 @@ NIGHTLY_REFERENCE ?= results/reference/nightly.json
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host reproduce nightly test test-fast lint
+.PHONY: bootstrap setup-host reproduce crash-campaign nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -43,6 +45,10 @@ setup-host: bootstrap
 
 reproduce: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+crash-campaign: setup-host
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores 1 crash_campaign \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 # Every cell is run afresh (--forcerun run_cell; the builds stay cached), then compared.

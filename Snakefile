@@ -21,6 +21,7 @@ include: "workflows/rules/ftl.smk"
 include: "workflows/rules/aggregate.smk"
 include: "workflows/rules/claims.smk"
 include: "workflows/rules/report.smk"
+include: "workflows/rules/crash.smk"
 
 
 onsuccess:

@@ -13,6 +13,7 @@ PACKAGE = paths.REPO_ROOT / "src" / "slimio_repro"
 RULES = paths.REPO_ROOT / "workflows" / "rules"
 # Stage sub-package -> the rule file that drives it (common.smk makes the plan).
 STAGES = {"plan": "common.smk", "build": "build.smk", "testbed": "testbed.smk",
+          "crash": "crash.smk",
           "run": "run.smk", "parse": "parse.smk", "ftl": "ftl.smk",
           "aggregate": "aggregate.smk", "claims": "claims.smk", "report": "report.smk",
           "guest": None}
@@ -28,6 +29,7 @@ ALLOWED = {
     "aggregate": {"guest"},
     "claims": set(),
     "report": {"claims"},
+    "crash": {"guest"},
 }
 
 

@@ -123,6 +123,21 @@ def cmd_claims(args) -> int:
     return 0
 
 
+def cmd_crash_campaign(args) -> int:
+    """SlimIO and stock Redis crashed and restarted many times; exit 1 if any iteration
+    found a problem."""
+    from . import crash
+    config = _config(args)
+    out = Path(args.out) if args.out else (
+        paths.REPO_ROOT / config["results_dir"] / paths.CRASH_DIR)
+    summary = crash.run_configured(
+        config, out, work_dir=args.work_dir, iterations=args.iterations,
+        systems=args.systems.split(",") if args.systems else None,
+        policies=args.policies.split(",") if args.policies else None, seed=args.seed)
+    print((out / "summary.md").read_text(), end="")
+    return 0 if crash.passed(summary) else 1
+
+
 def cmd_report(args) -> int:
     """Render results/report.html from a run's verdicts, tables and figures."""
     from . import report
@@ -218,6 +233,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results_dir", help="a run's results directory, e.g. results")
     p.add_argument("--claims", default=str(paths.CLAIMS_FILE), help="the claims file")
     p.set_defaults(func=cmd_claims)
+    p = with_config(sub.add_parser(
+        "crash-campaign", help="crash SlimIO and stock Redis at random moments and named "
+        "failpoints, restart twice, check every client's data (exit 1 on a finding)"))
+    p.add_argument("--iterations", type=int, help="default: crash.iterations (1000)")
+    p.add_argument("--systems", help="comma-separated: slimio,baseline (default: crash.systems)")
+    p.add_argument("--policies", help="comma-separated: always,periodical")
+    p.add_argument("--seed", type=int, help="default: crash.seed")
+    p.add_argument("--out", help="default: RESULTS_DIR/crash")
+    p.add_argument("--work-dir", help="scratch space (default: crash.work_dir)")
+    p.set_defaults(func=cmd_crash_campaign)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)

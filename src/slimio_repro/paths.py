@@ -74,6 +74,9 @@ CELLS_TABLE = "tables/cells.csv"
 VERDICT_FILES = {"csv": "claims/verdicts.csv", "json": "claims/verdicts.json",
                  "md": "claims/verdicts.md", "summary": "claims/summary.txt"}
 REPORT = "report.html"
+# The crash campaign's outputs (rule crash_campaign), relative to the results directory.
+CRASH_DIR = "crash"
+CRASH_SUMMARY = f"{CRASH_DIR}/summary.json"
 
 @dataclass(frozen=True)
 class Paths:

@@ -1,0 +1,143 @@
+"""The servers a crash campaign kills: SlimIO (`file` backend on a device file) and stock
+Redis (AOF files), started in their own process group so that a kill takes the server and
+its fork child together, as kill -9 of a crashed host's processes would."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import redis
+
+from ..guest import server as guest_server
+
+MIB = 1024 * 1024
+
+
+class StartRefused(RuntimeError):
+    """The server exited or never became ready: the message holds its log's last lines."""
+
+
+class Server:
+    """One redis-server of ``system`` (slimio or baseline) with its data in ``work``."""
+
+    def __init__(self, system: str, bin_dir: Path, work: Path, policy: str, *,
+                 device_mib: int = 64, wal_mib: int = 8, rewrite_min_mib: int = 4,
+                 rewrite_percentage: int = 100, backend: str = "file",
+                 device: Path | None = None):
+        self.system, self.bin_dir, self.work = system, bin_dir, work
+        self.port = guest_server.free_port()
+        self.log = work / "redis.log"
+        self.data = work / "data"
+        self.data.mkdir(parents=True, exist_ok=True)
+        self.options = {
+            "port": self.port, "bind": "127.0.0.1", "dir": str(self.data),
+            "logfile": str(self.log), "appendonly": "yes",
+            "appendfsync": "always" if policy == "always" else "everysec",
+            "save": '""', "auto-aof-rewrite-percentage": rewrite_percentage,
+            "auto-aof-rewrite-min-size": f"{rewrite_min_mib}mb",
+            "enable-debug-command": "local",
+        }
+        self.device = None
+        if system == "slimio":
+            self.device = device or work / "slimio.dev"
+            if not self.device.exists():
+                with open(self.device, "wb") as f:
+                    f.truncate(device_mib * MIB)
+            self.options.update({
+                "slimio-device": str(self.device), "slimio-backend": backend,
+                "slimio-wal-size": f"{wal_mib}mb", "slimio-format": "if-blank",
+            })
+        self.proc: subprocess.Popen | None = None
+        self.exited_at: float | None = None
+        self._watch: threading.Thread | None = None
+
+    # -- process control ---------------------------------------------------------------
+    def start(self, failpoints: str = "", timeout_s: float = 60) -> float:
+        """Start and wait until it serves (loading done); seconds taken. StartRefused when it
+        exits or does not become ready."""
+        conf = self.work / "redis.conf"
+        conf.write_text("".join(f"{k} {v}\n" for k, v in self.options.items()))
+        env = dict(os.environ, SLIMIO_FAILPOINTS=failpoints)
+        t0 = time.time()
+        self.exited_at = None
+        self.proc = subprocess.Popen([str(self.bin_dir / "redis-server"), str(conf)], env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                     text=True, start_new_session=True)
+        cli = guest_server.connect(self.port, timeout=5)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            if self.proc.poll() is not None:
+                raise StartRefused(f"exited with {self.proc.returncode}: {self.log_tail()}")
+            try:
+                if cli.ping() and cli.info("persistence")["loading"] == 0:
+                    break
+            except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                self.kill()
+                raise StartRefused(f"not ready within {timeout_s} s: {self.log_tail()}")
+            time.sleep(0.005)
+        self._watch = threading.Thread(target=self._watch_exit, daemon=True)
+        self._watch.start()
+        return time.time() - t0
+
+    def _watch_exit(self) -> None:
+        proc = self.proc
+        proc.wait()
+        self.exited_at = time.time()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self) -> float:
+        """SIGKILL the whole process group (server and fork child); the time of the kill."""
+        t = time.time()
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            self.proc.wait()
+        return t
+
+    def group_survivors(self) -> list[int]:
+        """Processes still in the (dead) server's process group: an orphaned fork child."""
+        if self.proc is None:
+            return []
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                if int(fields[2]) == self.proc.pid and fields[0] != "Z":
+                    out.append(int(d.name))
+        return out
+
+    def shutdown(self, timeout_s: float = 60) -> int:
+        """SHUTDOWN and wait for the exit; its status."""
+        try:
+            guest_server.connect(self.port, timeout=timeout_s).shutdown()
+        except redis.ConnectionError:
+            pass
+        except redis.ResponseError as exc:
+            raise StartRefused(f"SHUTDOWN refused: {exc}") from exc
+        return self.proc.wait(timeout=timeout_s)
+
+    def client(self) -> redis.Redis:
+        return guest_server.connect(self.port, timeout=30)
+
+    def log_tail(self, lines: int = 6) -> str:
+        if not self.log.exists():
+            return ""
+        text = self.log.read_text(errors="replace").strip().splitlines()
+        return " | ".join(line.split(" ", 4)[-1] for line in text[-lines:])
+
+    def log_text(self) -> str:
+        return self.log.read_text(errors="replace") if self.log.exists() else ""
