@@ -247,12 +247,16 @@ def _check_slots(admin: Path, baseline_bin: Path, server: Server, histories,
     return out
 
 
-def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path) -> Outcome:
+def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path,
+                  options: dict | None = None) -> Outcome:
+    """One iteration (module docstring); ``options`` override redis.conf lines (a test
+    makes a server unsafe on purpose with it, to see the campaign catch it)."""
     t0 = time.time()
     work.mkdir(parents=True, exist_ok=True)
     o = Outcome(plan)
     server = Server(plan.system, bins[plan.system], work, plan.policy,
                     wal_mib=plan.wal_mib, rewrite_min_mib=plan.rewrite_min_mib)
+    server.options.update(options or {})
     histories = [oracle.History(c) for c in range(plan.clients)]
     try:
         try:
