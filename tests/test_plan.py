@@ -97,7 +97,10 @@ BAD = [
     ("slimio={lba_size_bytes: 512}",
      "slimio.lba_size_bytes: 512 differs from device profile qemu-fdp-smoke"),
     ("slimio={wal_size_mb: 20000}", "slimio.wal_size_mb: SlimIO's layout for"),
-    ("slimio={wal_size_mb: 1}", "slimio.wal_size_mb: 1 MiB is less than the rewrite trigger"),
+    ("slimio={wal_size_mb: 200}", "slimio.wal_size_mb: at 5/8 of a 200 MiB WAL region SlimIO "
+     "starts a WAL-Snapshot before redis-benchmark's rewrite trigger"),
+    ("slimio={wal_size_mb: 230}\nserver={auto_aof_rewrite_min_size_mb: 140}",
+     "slimio.wal_size_mb: a 230 MiB WAL region refuses writes past 201.2 MiB (its reserve)"),
     ("slimio={placement_ids: {wal: 9}}",
      "slimio.placement_ids.wal: 9 is not a placement handle of device profile"),
     ("testbeds={vm: {device_profile: qemu-nofdp-smoke}}",

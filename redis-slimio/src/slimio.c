@@ -68,8 +68,10 @@ static struct {
 /* Periodical-Log's loss window (slimioWalBoundLag): Redis's everysec contract. */
 #define SLIMIO_MAX_UNWRITTEN_US 1000000
 #define SLIMIO_MAX_UNDURABLE_US 2000000
-/* The fill level of the WAL region at which a WAL-Snapshot is scheduled. */
-#define SLIMIO_WAL_REWRITE_PCT 50
+/* The fill level of the WAL region (per mille) at which a WAL-Snapshot is scheduled: 5/8,
+ * which leaves a quarter of the region for what arrives while it runs, before the reserve
+ * (the sizing rule: README, "A full WAL region"; plan/checks.py checks it). */
+#define SLIMIO_WAL_REWRITE_PERMILLE 625
 
 static const char *kindName(int kind) {
     switch (kind) {
@@ -108,6 +110,8 @@ static int slotWithRole(const slimioMeta *m, int role) {
         if (m->slots[i].role == role) return i;
     return -1;
 }
+
+static void loadingExit(void);
 
 static void atForkChild(void) {
     /* The child never touches the parent's WAL ring, thread or staging buffers. */
@@ -244,6 +248,7 @@ void slimioServerInit(void) {
     if (S.report == MAP_FAILED) fatal("cannot map the snapshot report page: %s", strerror(errno));
     memset(S.report, 0, sizeof(*S.report));
     pthread_atfork(NULL, NULL, atForkChild);
+    atexit(loadingExit);
     S.enabled = 1;
 }
 
@@ -253,6 +258,18 @@ void slimioServerInit(void) {
 
 #define SLOT_STREAM "slimio-slot-"
 #define WAL_STREAM "slimio-wal-gen-"
+
+/* What recovery is loading, for the message if Redis's loader exits on damaged data (it
+ * calls exit(1) from inside; this names the slot or generation and what to do). */
+static char loading_what[160];
+
+static void loadingExit(void) {
+    if (!loading_what[0]) return;
+    serverLog(LL_WARNING, "SlimIO: %s of %s could not be loaded: it is damaged. Inspect the "
+              "device with slimio-admin inspect; export the other snapshots with slimio-admin "
+              "export, or start from the On-Demand snapshot (slimio-load-snapshot on-demand)",
+              loading_what, S.be.dev.path);
+}
 
 FILE *slimioOpenStream(const char *name) {
     size_t ra = (size_t)slimio_cfg.readahead_size;
@@ -329,17 +346,19 @@ int slimioLoadAppendOnlyFiles(void) {
         char name[64];
         snprintf(name, sizeof(name), SLOT_STREAM "%d", slot);
         updateLoadingFileName(name);
+        snprintf(loading_what, sizeof(loading_what), "the %s snapshot in slot %d",
+                 on_demand ? "On-Demand" : "WAL-Snapshot", slot);
         long long t = ustime();
         ret = loadSingleAppendOnlyFile(name);
         total += S.load_stats.bytes;
         device += S.load_stats.device_bytes;
         if (ret == AOF_EMPTY) ret = AOF_OK;
         if (ret != AOF_OK) {
-            serverLog(LL_WARNING, "SlimIO: loading the %s snapshot from slot %d failed",
-                      on_demand ? "On-Demand" : "WAL-Snapshot", slot);
+            /* The server exits: loadingExit names the slot. */
             if (ret == AOF_TRUNCATED) ret = AOF_FAILED;
             goto done;
         }
+        loading_what[0] = '\0';
         serverLog(LL_NOTICE, "SlimIO: loaded the %s snapshot from slot %d (%llu bytes) in %.3f seconds",
                   on_demand ? "On-Demand" : "WAL-Snapshot", slot,
                   (unsigned long long)S.meta.slots[slot].length, (float)(ustime() - t) / 1000000);
@@ -354,22 +373,26 @@ int slimioLoadAppendOnlyFiles(void) {
     slimioWalGen g = root, last = root, next;
     slimioWalEnd last_end;
     memset(&last_end, 0, sizeof(last_end));
-    uint64_t max_gen = newest ? newest->gen : root.gen;
+    uint64_t max_gen = newest ? newest->gen : root.gen, seen_gen = 0;
     for (;;) {
         char name[64];
         snprintf(name, sizeof(name), WAL_STREAM "%llu", (unsigned long long)g.gen);
         updateLoadingFileName(name);
         S.cur_gen = g;
+        snprintf(loading_what, sizeof(loading_what), "WAL generation %llu at LBA %llu",
+                 (unsigned long long)g.gen, (unsigned long long)g.start_lba);
         ret = loadSingleAppendOnlyFile(name);
         total += S.load_stats.bytes;
         wal_bytes += S.load_stats.bytes;
         device += S.load_stats.device_bytes;
         gens++;
         if (ret == AOF_EMPTY) ret = AOF_OK;
-        if (ret == AOF_FAILED || ret == AOF_OPEN_ERR) goto done;
+        if (ret == AOF_FAILED || ret == AOF_OPEN_ERR) goto done;   /* loadingExit names it */
+        loading_what[0] = '\0';
         last = g;
         last_end = S.load_stats.end;
-        int more = slimioWalFollow(&S.be.io, &S.meta, &g, &last_end, max_gen, &next, NULL);
+        int more = slimioWalFollow(&S.be.io, &S.meta, &g, &last_end, max_gen, &next, NULL,
+                                   &seen_gen);
         if (more < 0)
             fatal("reading the WAL of %s after generation %llu failed: %s", S.be.dev.path,
                   (unsigned long long)g.gen, strerror(-more));
@@ -386,8 +409,10 @@ int slimioLoadAppendOnlyFiles(void) {
         const slimioWalGen *l = &S.meta.gens[i];
         if (l->gen > last.gen && l->start_lba != next.start_lba)
             fatal("the WAL ends in generation %llu at LBA %llu, but the metadata records "
-                  "generation %llu at LBA %llu: WAL blocks are missing or corrupt (dump it "
-                  "with slimio-admin dump-wal)", (unsigned long long)last.gen,
+                  "generation %llu at LBA %llu: the device is damaged (WAL blocks are missing "
+                  "or corrupt, or the newest metadata record is and an older one is current); "
+                  "inspect it with slimio-admin inspect, dump the WAL with slimio-admin "
+                  "dump-wal", (unsigned long long)last.gen,
                   (unsigned long long)next.start_lba, (unsigned long long)l->gen,
                   (unsigned long long)l->start_lba);
     }
@@ -395,6 +420,10 @@ int slimioLoadAppendOnlyFiles(void) {
      * (never one recovery cut short: its abandoned blocks must stay stale), where the log
      * ends. */
     S.write_gen.gen = (max_gen > last.gen ? max_gen : last.gen) + 1;
+    /* An intact block of a newer generation where the log ends (the metadata that listed it
+     * was damaged, and an older record is current): never reuse its number, or its other
+     * blocks would read as ours. */
+    if (seen_gen >= S.write_gen.gen) S.write_gen.gen = seen_gen + 1;
     S.write_gen.start_lba = next.start_lba;
     S.write_gen.start_seq = 0;
 
@@ -681,7 +710,7 @@ static void refuseWrites(int on) {
 /* After a promotion released WAL space: writes are accepted again once the live WAL is
  * below the fill level that schedules a rewrite. */
 static void walSpaceFreed(void) {
-    if (S.refusing && slimioWalUsedBlocks(&S.wal) * 100 <= S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PCT)
+    if (S.refusing && slimioWalUsedBlocks(&S.wal) * 1000 <= S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PERMILLE)
         refuseWrites(0);
 }
 
@@ -771,12 +800,13 @@ ssize_t slimioAofWrite(const char *buf, size_t len) {
         if (n >= 0) refuseWrites(1);
         else errno = ENOSPC;
     }
-    /* The WAL-Snapshot that frees the region starts when half of it is in use, so that it
+    /* The WAL-Snapshot that frees the region starts when 5/8 of it is in use, so that it
      * ends before the rest fills (the sizing rule: README, "A full WAL region"). */
-    if (n >= 0 && slimioWalUsedBlocks(&S.wal) * 100 > S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PCT &&
+    if (n >= 0 && slimioWalUsedBlocks(&S.wal) * 1000 > S.meta.wal_lbas * SLIMIO_WAL_REWRITE_PERMILLE &&
         server.child_type != CHILD_TYPE_AOF && !server.aof_rewrite_scheduled) {
-        serverLog(LL_NOTICE, "SlimIO: the WAL region of %s is %d%% full: scheduling an AOF "
-                  "rewrite (WAL-Snapshot) to free it", S.be.dev.path, SLIMIO_WAL_REWRITE_PCT);
+        serverLog(LL_NOTICE, "SlimIO: the WAL region of %s is %.1f%% full: scheduling an AOF "
+                  "rewrite (WAL-Snapshot) to free it", S.be.dev.path,
+                  SLIMIO_WAL_REWRITE_PERMILLE / 10.0);
         server.aof_rewrite_scheduled = 1;
         S.early_rewrites++;
     }

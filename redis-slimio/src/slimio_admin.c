@@ -391,7 +391,7 @@ static int walChainFollow(const slimioBlockIo *io, const slimioMeta *m,
          * begins a newer generation, up to the newest listed one. */
         slimioWalGen found;
         int st;
-        int more = slimioWalFollow(io, m, &cur, &cg->end, maxListed(m), &found, &st);
+        int more = slimioWalFollow(io, m, &cur, &cg->end, maxListed(m), &found, &st, NULL);
         if (more < 0) return more;
         if (more) {
             gap = 0;

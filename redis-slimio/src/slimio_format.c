@@ -366,19 +366,29 @@ void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimio
     next->start_seq = 0;
 }
 
+int slimioWalBlockPeek(const unsigned char *block, uint32_t lba_size, uint64_t format_id,
+                       uint64_t *gen, uint64_t *seq) {
+    uint32_t used;
+    *gen = get64(block + WO_GEN);
+    *seq = get64(block + WO_SEQ);
+    return slimioWalBlockCheck(block, lba_size, *gen, *seq, format_id, &used);
+}
+
 int slimioWalFollow(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
-                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop) {
+                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop,
+                    uint64_t *seen_gen) {
     slimioWalSuccessor(m, g, end, next);
     if (stop) *stop = SLIMIO_OK;
+    if (seen_gen) *seen_gen = 0;
     unsigned char *block = blockAlloc(io->lba_size, 1);
     if (!block) return -ENOMEM;
     int rc = io->read(io->ctx, next->start_lba, 1, block);
     if (rc) { free(block); return rc < 0 ? rc : -EIO; }
     /* An intact block (magic, CRC, format) first; then its generation; then block 0. */
-    uint64_t gen = get64(block + WO_GEN), seq = get64(block + WO_SEQ);
-    uint32_t used;
-    int st = slimioWalBlockCheck(block, io->lba_size, gen, seq, m->format_id, &used);
+    uint64_t gen, seq;
+    int st = slimioWalBlockPeek(block, io->lba_size, m->format_id, &gen, &seq);
     free(block);
+    if (st == SLIMIO_OK && seen_gen) *seen_gen = gen;
     if (st == SLIMIO_OK && (gen <= g->gen || gen > max_gen)) st = SLIMIO_ERR_GEN;
     if (st == SLIMIO_OK && seq != 0) st = SLIMIO_ERR_SEQ;
     if (stop) *stop = st;

@@ -164,6 +164,11 @@ void slimioWalBlockSeal(unsigned char *block, uint32_t lba_size, uint64_t gen, u
 int slimioWalBlockCheck(const unsigned char *block, uint32_t lba_size, uint64_t gen,
                         uint64_t seq, uint64_t format_id, uint32_t *used);
 
+/* Whether block is an intact WAL block of this format (magic, used bytes, CRC32C, format
+ * id), whatever its generation and sequence, which go to *gen and *seq. */
+int slimioWalBlockPeek(const unsigned char *block, uint32_t lba_size, uint64_t format_id,
+                       uint64_t *gen, uint64_t *seq);
+
 /* LBA of the i-th block after start_lba in the circular WAL region. */
 uint64_t slimioWalLba(const slimioMeta *m, uint64_t start_lba, uint64_t i);
 
@@ -214,8 +219,10 @@ void slimioWalSuccessor(const slimioMeta *m, const slimioWalGen *g, const slimio
  * its first write), whatever its number. A stale block at P carries an older generation
  * (a previous lap of the circular region, or the abandoned end of a truncated one) and
  * ends the log. Returns 1 with *next filled, 0 when the log ends at P (*stop says why: the
- * failed check of that block), or a negative errno. */
+ * failed check of that block; *seen_gen, if not NULL, the generation of an intact block
+ * there, else 0), or a negative errno. */
 int slimioWalFollow(const slimioBlockIo *io, const slimioMeta *m, const slimioWalGen *g,
-                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop);
+                    const slimioWalEnd *end, uint64_t max_gen, slimioWalGen *next, int *stop,
+                    uint64_t *seen_gen);
 
 #endif

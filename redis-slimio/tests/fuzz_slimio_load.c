@@ -128,7 +128,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
          * counted twice, so the chain never holds more blocks than the region. */
         if (blocks > md.wal_lbas) abort();
         int st;
-        int more = slimioWalFollow(&io, &md, &g, &end, max_gen, &next, &st);
+        uint64_t seen;
+        int more = slimioWalFollow(&io, &md, &g, &end, max_gen, &next, &st, &seen);
         if (more < 0) goto out;
         if (!more) {
             if (st == SLIMIO_OK) abort();  /* an end always has a reason */

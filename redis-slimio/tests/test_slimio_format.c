@@ -524,7 +524,7 @@ static int chainFollow(const slimioMeta *m, const slimioWalGen *first, uint64_t 
         if (slimioWalScan(&io, m, &g, 0, 3, c ? collect : NULL, c, &end) != 0) break;
         out[n++] = g;
         slimioWalGen next;
-        if (slimioWalFollow(&io, m, &g, &end, max_gen, &next, why) != 1) break;
+        if (slimioWalFollow(&io, m, &g, &end, max_gen, &next, why, NULL) != 1) break;
         g = next;
     }
     return n;

@@ -79,19 +79,52 @@ def check_matrix(config: dict) -> None:
             "cache must be different directories")
 
 
+# SlimIO's WAL region (redis-slimio/src/slimio.c, slimio_wal.h): a WAL-Snapshot is scheduled
+# when the live WAL passes 5/8 of the region; ordinary appends leave an eighth free (the
+# reserve that takes executed commands when the region fills).
+SLIMIO_REWRITE_FILL = 5 / 8
+SLIMIO_RESERVE_SHARE = 1 / 8
+
+
 def check_slimio_sizes(config: dict) -> None:
-    """SlimIO's WAL region must hold at least the WAL between two rewrite triggers."""
+    """SlimIO's sizing rule (redis-slimio/README.md, "A full WAL region"): with W the WAL
+    region's payload bytes, T Redis's rewrite trigger and D the largest dataset a rewrite
+    snapshots, while ``server.rewrite_wal_ratio`` (r) bytes of WAL arrive per byte it writes:
+
+    * 5/8 W >= T: Redis's own trigger fires before SlimIO's (at 5/8 of the region), so SlimIO
+      rewrites exactly as often as the baseline;
+    * T + r D <= 7/8 W: a rewrite that starts at T ends before the appends reach the
+      reserve, so no client is refused in a sustained workload.
+    """
     if not any(is_slimio(s) for s in config["matrix"]["systems"]):
         return
+    ratio = config["server"]["rewrite_wal_ratio"]
     explicit = config["slimio"]["wal_size_mb"]
+    key = ("slimio.wal_size_mb" if explicit else
+           "slimio.wal_size_mb (derived: slimio.wal_margin_ratio / wal_margin_mb)")
     for workload in config["matrix"]["workloads"]:
+        wal = sizing.slimio_wal_size_bytes(config, workload)
         trigger = sizing.aof_rewrite_min_size_bytes(config, workload)
-        if explicit and explicit * MIB < trigger:
+        dataset = sizing.expected_dataset_bytes(config, workload)
+        during = ratio * dataset
+        if wal * SLIMIO_REWRITE_FILL < trigger:
             raise ConfigError(
-                f"slimio.wal_size_mb: {explicit} MiB is less than the rewrite trigger of "
-                f"{workload} ({trigger // MIB} MiB, server.auto_aof_rewrite_min_size_mb or "
-                "derived): the WAL region would fill before the first WAL-Snapshot; raise it "
-                "or set it to null (derived)")
+                f"{key}: at 5/8 of a {wal / MIB:.0f} MiB WAL region SlimIO starts a "
+                f"WAL-Snapshot before {workload}'s rewrite trigger "
+                f"({trigger / MIB:.1f} MiB, server.auto_aof_rewrite_min_size_mb or derived), "
+                f"so it would rewrite more often than the baseline; use at least "
+                f"{-(-trigger // SLIMIO_REWRITE_FILL // MIB):.0f} MiB, or set it to null "
+                "(derived)")
+        limit = wal * (1 - SLIMIO_RESERVE_SHARE)
+        if trigger + during > limit:
+            need = (trigger + during) / (1 - SLIMIO_RESERVE_SHARE)
+            raise ConfigError(
+                f"{key}: a {wal / MIB:.0f} MiB WAL region refuses writes past "
+                f"{limit / MIB:.1f} MiB (its reserve), but {workload}'s rewrite starts at "
+                f"{trigger / MIB:.1f} MiB and {during / MIB:.1f} MiB more arrive while its "
+                f"{dataset / MIB:.1f} MiB dataset is snapshot (server.rewrite_wal_ratio = "
+                f"{ratio}): clients would be refused (MISCONF); use at least "
+                f"{-(-need // MIB):.0f} MiB, or set it to null (derived)")
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
     if image_mb and "bare" in config["matrix"]["testbeds"]:
         device = max(sizing.slimio_device_bytes(config, w) for w in config["matrix"]["workloads"])
