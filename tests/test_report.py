@@ -5,6 +5,7 @@ aggregate, figures, claims, report."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
@@ -112,3 +113,23 @@ def test_browser_check_catches_a_broken_image_and_link(fixture_results, tmp_path
 def test_report_refuses_to_be_written_outside_its_results(fixture_results, tmp_path):
     with pytest.raises(ValueError, match="must sit in the results directory"):
         report.write(fixture_results, tmp_path / "elsewhere.html")
+
+
+def test_report_shows_the_crash_campaign(fixture_results, tmp_path):
+    """With a crash campaign in the results (a real 8-iteration campaign's log, captured),
+    the report shows its summary table and links its log; without one it says how to run
+    it."""
+    from slimio_repro import crash
+    results = tmp_path / "results"
+    shutil.copytree(fixture_results, results, symlinks=True)
+    assert "make crash-campaign" in report.html.build(results)
+    out = results / paths.CRASH_DIR
+    out.mkdir()
+    shutil.copy(Path(__file__).parent / "fixtures" / "crash" / "campaign.jsonl", out)
+    records = [json.loads(line) for line in (out / "campaign.jsonl").open()]
+    (out / "summary.md").write_text(crash.render_md(crash.summarize(records)))
+    report.write(results)
+    page = check_report(results, tmp_path / "shot.png", ["fig5_runtime_rps"])
+    assert "crash" in page["ids"] and f"{paths.CRASH_DIR}/campaign.jsonl" in page["links"]
+    html = (results / paths.REPORT).read_text()
+    assert "<td>slimio</td>" in html and "<td>baseline</td>" in html

@@ -167,6 +167,8 @@ def build(results: Path) -> str:
         confidence=verdicts["confidence_level"], provenance=_provenance(results, records),
         caveats=_caveats(records), tables=tables(TABLES), waf_tables=tables(WAF_TABLES),
         figures=figures(FIGURES), waf_figures=figures(WAF_FIGURES), cells=cells,
+        crash=_md(results / pathsmod.CRASH_DIR / "summary.md"),
+        crash_log=f"{pathsmod.CRASH_DIR}/campaign.jsonl",
         summary=(results / pathsmod.VERDICT_FILES["summary"]).read_text()
         if (results / pathsmod.VERDICT_FILES["summary"]).exists() else "",
         escape=html.escape)
