@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from slimio_repro.guest.server import RedisServer, ServerError, free_port
+from slimio_repro.guest.server import RedisServer, ServerError, free_port, processes
 from conftest import first_data
 
 MIB = 1024 * 1024
@@ -425,19 +425,6 @@ def test_kill9_during_bgsave(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
 
 
-def children_of(pid: int) -> list[int]:
-    out = []
-    for d in Path("/proc").iterdir():
-        if d.name.isdigit():
-            try:
-                fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
-                continue
-            if int(fields[1]) == pid and fields[0] != "Z":
-                out.append(int(d.name))
-    return out
-
-
 @device
 @pytest.mark.parametrize("command", ["BGREWRITEAOF", "BGSAVE"])
 def test_snapshot_child_dies_with_its_parent(slim, command):
@@ -450,10 +437,10 @@ def test_snapshot_child_dies_with_its_parent(slim, command):
     before = digest(s.cli)
     s.cli.execute_command(command)
     deadline = time.monotonic() + 10
-    while not children_of(s.server.pid):
+    while not processes(parent=s.server.pid):
         assert time.monotonic() < deadline, "no snapshot child appeared"
         time.sleep(0.01)
-    child = children_of(s.server.pid)[0]
+    child = processes(parent=s.server.pid)[0]
     os.kill(s.server.pid, signal.SIGKILL)       # the parent only, not its process group
     s.server.proc.wait()
     deadline = time.monotonic() + 2
@@ -702,6 +689,20 @@ def test_crash_in_the_rebase_after_an_on_demand_restore(slim, failpoint):
 # A full WAL region
 # --------------------------------------------------------------------------------------
 
+def write_once_accepted(s: Slim, timeout_s: float = 60) -> None:
+    """SET after=ok as soon as the server accepts writes again (the rewrite that frees the
+    full region is promoted)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            s.cli.set("after", "ok")
+            return
+        except redis.ResponseError:
+            assert time.monotonic() < deadline, \
+                f"writes still refused {timeout_s} s after the region filled"
+            time.sleep(0.1)
+
+
 def fill(cli: redis.Redis, value: bytes, limit: int = 10_000):
     for i in range(limit):
         try:
@@ -719,14 +720,7 @@ def test_full_region_everysec_refuses_writes_then_rewrite_frees(slim):
     assert "MISCONF" in err and "No space left on device" in err, err
     assert s.info()["slimio_wal_full_events"] >= 1
     # The full region scheduled a rewrite; once it is promoted, writes are accepted again.
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            s.cli.set("after", "ok")
-            break
-        except redis.ResponseError:
-            assert time.monotonic() < deadline, "writes still refused 60 s after the region filled"
-            time.sleep(0.2)
+    write_once_accepted(s)
     log = s.log.read_text()
     # The rewrite was scheduled when the region was 5/8 full, before it filled.
     assert "WAL region" in log and "is 62.5% full: scheduling an AOF rewrite" in log
@@ -754,14 +748,7 @@ def test_full_region_reserve_takes_accepted_writes_then_refuses(slim, policy):
     assert info["slimio_wal_refusing_writes"] == 1 and info["slimio_wal_full_refusals"] >= 1
     assert info["slimio_wal_used_lbas"] > info["slimio_wal_lbas"] - 1 - info["slimio_wal_reserve_lbas"]
     acked = digest(s.cli)
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            s.cli.set("after", "ok")
-            break
-        except redis.ResponseError:
-            assert time.monotonic() < deadline, "writes still refused 60 s after the region filled"
-            time.sleep(0.1)
+    write_once_accepted(s)
     assert s.info()["slimio_wal_refusing_writes"] == 0
     assert "has room again: accepting writes" in s.log.read_text()
     s.cli.delete("after")

@@ -62,29 +62,20 @@ class Server:
         exits or does not become ready."""
         conf = self.work / "redis.conf"
         conf.write_text("".join(f"{k} {v}\n" for k, v in self.options.items()))
-        env = dict(os.environ, SLIMIO_FAILPOINTS=failpoints)
-        t0 = time.time()
         self.exited_at = None
-        self.proc = subprocess.Popen([str(self.bin_dir / "redis-server"), str(conf)], env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                                     text=True, start_new_session=True)
-        cli = guest_server.connect(self.port, timeout=5)
-        deadline = time.monotonic() + timeout_s
-        while True:
-            if self.proc.poll() is not None:
-                raise StartRefused(f"exited with {self.proc.returncode}: {self.log_tail()}")
-            try:
-                if cli.ping() and cli.info("persistence")["loading"] == 0:
-                    break
-            except (redis.ConnectionError, redis.BusyLoadingError, redis.TimeoutError):
-                pass
-            if time.monotonic() > deadline:
-                self.kill()
-                raise StartRefused(f"not ready within {timeout_s} s: {self.log_tail()}")
-            time.sleep(0.005)
+        rs = guest_server.RedisServer(self.bin_dir, conf, self.port, self.log,
+                                      env={"SLIMIO_FAILPOINTS": failpoints}, new_session=True)
+        try:
+            seconds = rs.start(timeout_s)
+        except guest_server.ServerError as exc:
+            self.proc = rs.proc
+            self.kill()
+            raise StartRefused(f"{exc}: {self.log_tail()}") from None
+        finally:
+            self.proc = rs.proc
         self._watch = threading.Thread(target=self._watch_exit, daemon=True)
         self._watch.start()
-        return time.time() - t0
+        return seconds
 
     def _watch_exit(self) -> None:
         proc = self.proc
@@ -107,18 +98,7 @@ class Server:
 
     def group_survivors(self) -> list[int]:
         """Processes still in the (dead) server's process group: an orphaned fork child."""
-        if self.proc is None:
-            return []
-        out = []
-        for d in Path("/proc").iterdir():
-            if d.name.isdigit():
-                try:
-                    fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
-                except OSError:
-                    continue
-                if int(fields[2]) == self.proc.pid and fields[0] != "Z":
-                    out.append(int(d.name))
-        return out
+        return guest_server.processes(group=self.proc.pid) if self.proc else []
 
     def shutdown(self, timeout_s: float = 60) -> int:
         """SHUTDOWN and wait for the exit; its status."""

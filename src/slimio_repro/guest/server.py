@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import string
 import subprocess
@@ -46,11 +47,32 @@ def render_conf(dest: Path, slimio_block: str = "", **values) -> str:
     return text
 
 
-class RedisServer:
-    """A redis-server process with a given configuration file."""
+def processes(parent: int | None = None, group: int | None = None) -> list[int]:
+    """Live (not zombie) processes whose parent is ``parent`` or whose process group is
+    ``group``, from /proc."""
+    out = []
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        state, ppid, pgid = fields[0], int(fields[1]), int(fields[2])
+        if state != "Z" and (ppid == parent or pgid == group):
+            out.append(int(d.name))
+    return out
 
-    def __init__(self, bin_dir: Path, conf: Path, port: int, log_file: Path):
+
+class RedisServer:
+    """A redis-server process with a given configuration file; ``env`` adds to its
+    environment, ``new_session`` starts it in its own session and process group (so that
+    killing the group takes its fork child too)."""
+
+    def __init__(self, bin_dir: Path, conf: Path, port: int, log_file: Path,
+                 env: dict | None = None, new_session: bool = False):
         self.bin_dir, self.conf, self.port, self.log_file = bin_dir, conf, port, log_file
+        self.env, self.new_session = env, new_session
         self.proc: subprocess.Popen | None = None
         self.started_at: float | None = None
         self.ready_at: float | None = None
@@ -72,7 +94,9 @@ class RedisServer:
         """Start and wait until it answers PING and has finished loading; return seconds."""
         self.started_at = time.time()
         self.proc = subprocess.Popen(self.command, stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.PIPE, text=True)
+                                     stderr=subprocess.PIPE, text=True,
+                                     env=dict(os.environ, **self.env) if self.env else None,
+                                     start_new_session=self.new_session)
         deadline = time.monotonic() + timeout_s
         cli = self.client(timeout=5)
         while True:
