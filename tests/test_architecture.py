@@ -29,7 +29,7 @@ ALLOWED = {
     "aggregate": {"guest"},
     "claims": set(),
     "report": {"claims"},
-    "crash": {"guest"},
+    "crash": {"guest", "testbed"},
 }
 
 

@@ -788,7 +788,6 @@ def flip(device: Path, offset: int) -> None:
         f.write(bytes([b[0] ^ 0x5A]))
 
 
-@device
 @pytest.mark.parametrize("where", ["current-metadata", "both-metadata", "wal-block",
                                    "snapshot-slot"])
 def test_damaged_device_recovers_a_prefix_or_refuses_cleanly(slim, slimio_bin, where):
@@ -796,8 +795,6 @@ def test_damaged_device_recovers_a_prefix_or_refuses_cleanly(slim, slimio_bin, w
     server either recovers a prefix of the log (an operation list 0..k-1 and the values
     that go with it) or exits with status 1 and a message naming what is damaged; it never
     dies by a signal, hangs, or loads a value that was never written."""
-    if DEVICE:
-        pytest.skip("flips bytes in the device file; the nvme variant has no file")
     s = slim(policy="always")
     s.start()
     for batch in range(60):                     # MULTI/EXEC of 50 operations each

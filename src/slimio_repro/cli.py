@@ -128,12 +128,27 @@ def cmd_crash_campaign(args) -> int:
     found a problem."""
     from . import crash
     config = _config(args)
+    vm_plan = box_file = None
+    if args.testbed == "vm":
+        # The VM and namespace of the config's vm testbed, as a slimio cell would get them.
+        vm_config = planmod.load(args.configfile or [paths.CONFIG_DIR / "config.yaml"], {
+            **(json.loads(args.set) if args.set else {}),
+            "matrix": {"testbeds": ["vm"], "systems": ["slimio"],
+                       "workloads": ["redis-benchmark"], "policies": ["always"],
+                       "repetitions": 1}})
+        vm_plan = planmod.make(vm_config).cell("vm-slimio-redis-benchmark-always-r1")
+        box_file = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
+        if not box_file.is_file():
+            raise ValueError(f"{box_file} is not built: run `snakemake --cores all "
+                             f"{box_file.relative_to(paths.REPO_ROOT)}` first")
     out = Path(args.out) if args.out else (
-        paths.REPO_ROOT / config["results_dir"] / paths.CRASH_DIR)
+        paths.REPO_ROOT / config["results_dir"] / paths.CRASH_DIR
+        / ("power-cut" if vm_plan else ""))
     summary = crash.run_configured(
         config, out, work_dir=args.work_dir, iterations=args.iterations,
-        systems=args.systems.split(",") if args.systems else None,
-        policies=args.policies.split(",") if args.policies else None, seed=args.seed)
+        systems=args.systems.split(",") if args.systems else (["slimio"] if vm_plan else None),
+        policies=args.policies.split(",") if args.policies else None, seed=args.seed,
+        vm_plan=vm_plan, box_file=box_file)
     print((out / "summary.md").read_text(), end="")
     return 0 if crash.passed(summary) else 1
 
@@ -242,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, help="default: crash.seed")
     p.add_argument("--out", help="default: RESULTS_DIR/crash")
     p.add_argument("--work-dir", help="scratch space (default: crash.work_dir)")
+    p.add_argument("--testbed", choices=["bare", "vm"], default="bare",
+                   help="bare: kill -9 on this host (file backend; default); vm: SlimIO on "
+                   "the nvme backend in a testbed VM, the VM destroyed as the power cut")
     p.set_defaults(func=cmd_crash_campaign)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")

@@ -136,7 +136,8 @@ class Workload:
 
     def __init__(self, server: Server, histories: list[oracle.History], pipeline: int):
         self.stop = threading.Event()
-        self.clients = [oracle.Client(server.port, h, pipeline, self.stop) for h in histories]
+        self.clients = [oracle.Client(server.host, server.port, h, pipeline, self.stop)
+                        for h in histories]
         self.server = server
 
     def start(self) -> None:
@@ -201,26 +202,20 @@ def _check(server: Server, histories, crash_at: float | None, refusal: str = "")
     return c
 
 
-def _check_slots(admin: Path, baseline_bin: Path, server: Server, histories,
-                 work: Path) -> list[dict]:
+def _check_slots(baseline_bin: Path, server, histories, work: Path) -> list[dict]:
     """Export each valid slot, check it with stock redis-check-rdb, load it into a stock
     server and check the dataset is a consistent prefix."""
     out = []
-    info = json.loads(subprocess.run([str(admin), "inspect", "--device", str(server.device),
-                                      "--json"], check=True, capture_output=True,
-                                     text=True).stdout)
-    for slot in info["slots"]:
+    for slot in server.inspect()["slots"]:
         if not slot["valid"]:
             continue
         role = slot["role"]
         rdb = work / f"export-{role}.rdb"
         r = {"role": role, "bytes": slot["length_bytes"], "check_rdb": False, "loaded": False,
              "consistent": False, "problems": []}
-        ex = subprocess.run([str(admin), "export", "--device", str(server.device), "--slot",
-                             role, "--output", str(rdb), "--force"], capture_output=True,
-                            text=True)
-        if ex.returncode:
-            r["problems"].append(f"export: {ex.stderr.strip()[-300:]}")
+        err = server.export(role, rdb)
+        if err:
+            r["problems"].append(f"export: {err[-300:]}")
             out.append(r)
             continue
         ck = subprocess.run([str(baseline_bin / "redis-check-rdb"), str(rdb)],
@@ -247,22 +242,33 @@ def _check_slots(admin: Path, baseline_bin: Path, server: Server, histories,
     return out
 
 
-def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path,
-                  options: dict | None = None) -> Outcome:
+def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path | None, work: Path,
+                  options: dict | None = None, vm_server=None) -> Outcome:
     """One iteration (module docstring); ``options`` override redis.conf lines (a test
-    makes a server unsafe on purpose with it, to see the campaign catch it)."""
+    makes a server unsafe on purpose with it, to see the campaign catch it); ``vm_server``
+    (a :class:`.vmtarget.VmServer`) runs it in the campaign's VM, where a kill is a power
+    cut."""
     t0 = time.time()
     work.mkdir(parents=True, exist_ok=True)
     o = Outcome(plan)
-    server = Server(plan.system, bins[plan.system], work, plan.policy,
-                    wal_mib=plan.wal_mib, rewrite_min_mib=plan.rewrite_min_mib)
+    if vm_server is None:
+        server = Server(plan.system, bins[plan.system], work, plan.policy,
+                        wal_mib=plan.wal_mib, rewrite_min_mib=plan.rewrite_min_mib, admin=admin)
+    else:
+        # The campaign's VM: a fresh namespace, this iteration's policy and sizes.
+        server = vm_server
+        server.wal_mib = plan.wal_mib
+        server.options.update({
+            "appendfsync": "always" if plan.policy == "always" else "everysec",
+            "auto-aof-rewrite-min-size": f"{plan.rewrite_min_mib}mb"})
+        server.format()
     server.options.update(options or {})
     histories = [oracle.History(c) for c in range(plan.clients)]
     try:
         try:
             server.start(plan.failpoints())
         except StartRefused:
-            if server.proc.returncode != -9:
+            if vm_server is not None or server.proc.returncode != -9:
                 raise
             # The failpoint fired while the server formatted the device or began its first
             # generation: a crash during start-up, before any client.
@@ -273,7 +279,7 @@ def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path,
                 o.second = _check(server, histories, server.kill())
                 if o.second.restarted:
                     server.shutdown()
-                    o.slots = _check_slots(admin, bins["baseline"], server, histories, work)
+                    o.slots = _check_slots(bins["baseline"], server, histories, work)
             return o
         events = {}
         if plan.rewrite_at is not None:
@@ -288,7 +294,8 @@ def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path,
             time.sleep(0.2)     # the fork child, orphaned, must die with its parent
             o.orphans = server.group_survivors()
             server.kill()
-        child_died = "failpoint crash" in (server.proc.stderr.read() or "")
+        child_died = vm_server is None and "failpoint crash" in (server.proc.stderr.read()
+                                                                 or "")
         o.fired = plan.kill == "random" or by_itself or child_died
         o.crashed_by = ("failpoint" if by_itself else
                         "failpoint-child" if child_died else "kill")
@@ -325,16 +332,16 @@ def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path, work: Path,
         if o.second.restarted:
             server.shutdown()
             if plan.system == "slimio":
-                o.slots = _check_slots(admin, bins["baseline"], server, histories, work)
+                o.slots = _check_slots(bins["baseline"], server, histories, work)
     except Exception as exc:  # noqa: BLE001 - recorded per iteration, the campaign goes on
         o.error = f"{type(exc).__name__}: {exc}"[:600]
     finally:
-        server.kill()
+        server.cleanup()
         o.seconds = round(time.time() - t0, 2)
     return o
 
 
-CAMPAIGN_KEYS = ("iterations", "systems", "policies", "seed", "failpoint_share")
+CAMPAIGN_KEYS = ("iterations", "systems", "policies", "seed", "failpoint_share", "testbed")
 
 
 def _snapshot_binaries(bins: dict[str, Path], admin: Path, dest: Path) -> tuple[dict, Path]:
@@ -355,7 +362,7 @@ def _snapshot_binaries(bins: dict[str, Path], admin: Path, dest: Path) -> tuple[
 
 
 def run(out: Path, params: dict, bins: dict[str, Path], admin: Path, work_root: Path,
-        provenance: dict | None = None, progress=print) -> dict:
+        provenance: dict | None = None, progress=print, vm_server=None) -> dict:
     """Run the campaign of ``params`` (CAMPAIGN_KEYS) into ``out``: campaign.json (the
     parameters and provenance), campaign.jsonl (one line per iteration), failures/ (what a
     failed iteration left), summary.json and summary.md. A campaign that stopped goes on
@@ -372,7 +379,11 @@ def run(out: Path, params: dict, bins: dict[str, Path], admin: Path, work_root: 
             raise ValueError(f"{out} holds a campaign with other parameters ({before}); use "
                              "another output directory, or remove it to start afresh")
     work_root.mkdir(parents=True, exist_ok=True)
-    bins, admin, digests = _snapshot_binaries(bins, admin, work_root / "bin")
+    params.setdefault("testbed", "bare")
+    if vm_server is None:
+        bins, admin, digests = _snapshot_binaries(bins, admin, work_root / "bin")
+    else:
+        digests = {"guest": f"the box's builds ({vm_server.bin_dir})"}
     meta = {"params": params, "binaries_sha256": digests, "provenance": provenance or {}}
     meta_file.write_text(json.dumps(meta, indent=1) + "\n")
     done = sum(1 for _ in log.open()) if log.exists() else 0
@@ -387,7 +398,7 @@ def run(out: Path, params: dict, bins: dict[str, Path], admin: Path, work_root: 
             work = work_root / f"iter-{i}"
             if work.exists():
                 shutil.rmtree(work)
-            o = run_iteration(plan, bins, admin, work)
+            o = run_iteration(plan, bins, admin, work, vm_server=vm_server)
             rec = asdict(o) | {"ok": o.ok}
             f.write(json.dumps(rec) + "\n")
             f.flush()
@@ -499,14 +510,19 @@ def passed(summary: dict) -> bool:
 def run_configured(config: dict, out: Path, work_dir: str | None = None,
                    iterations: int | None = None, systems: list[str] | None = None,
                    policies: list[str] | None = None, seed: int | None = None,
-                   progress=print) -> dict:
+                   progress=print, vm_plan=None, box_file: Path | None = None) -> dict:
     """The campaign of the config's ``crash`` section (each argument overrides its key) on
-    the config's Redis builds, with the run's provenance."""
+    the config's Redis builds, with the run's provenance. With ``vm_plan`` (a vm slimio
+    cell's plan) and ``box_file``: SlimIO on the nvme backend in one VM, power cuts."""
     c = config["crash"]
     params = {"iterations": iterations or c["iterations"],
               "systems": systems or c["systems"], "policies": policies or c["policies"],
               "seed": c["seed"] if seed is None else seed,
-              "failpoint_share": c["failpoint_share"]}
+              "failpoint_share": c["failpoint_share"] if vm_plan is None else 0.0,
+              "testbed": "bare" if vm_plan is None else "vm"}
+    if vm_plan is not None and params["systems"] != ["slimio"]:
+        raise ValueError("the power-cut campaign (testbed vm) runs SlimIO only: "
+                         "--systems slimio")
     for key, allowed in (("systems", ("slimio", "baseline")),
                          ("policies", ("always", "periodical"))):
         bad = [v for v in params[key] if v not in allowed]
@@ -524,5 +540,20 @@ def run_configured(config: dict, out: Path, work_dir: str | None = None,
         bins[system] = d
     prov = {"host": provenance.host(), "git": provenance.git(), "redis_version": version,
             "started_utc": provenance.utc_now()}
-    return run(out, params, bins, bins["slimio"] / paths.SLIMIO_ADMIN,
-               Path(work_dir or c["work_dir"]), prov, progress)
+    work = Path(work_dir or c["work_dir"])
+    if vm_plan is None:
+        return run(out, params, bins, bins["slimio"] / paths.SLIMIO_ADMIN, work, prov,
+                   progress)
+    from . import vmtarget
+    from ..testbed import vm as vmmod
+    guest_bin = vmmod.guest_plan(vm_plan).redis_bin_dir
+    prov["vm"] = {"cell_plan": vm_plan.id, "device_profile": vm_plan.vm.device.as_dict(),
+                  "tools": provenance.vm_tools(), "accel": vmmod.accelerator(vm_plan.vm.accel)}
+    work.mkdir(parents=True, exist_ok=True)
+    server = vmtarget.VmServer(vm_plan, box_file, vmmod.work_dir(vm_plan.vm.work_dir)
+                               / "crash-campaign", work / "vagrant.log", guest_bin,
+                               "always", 8, 4)
+    try:
+        return run(out, params, bins, None, work, prov, progress, vm_server=server)
+    finally:
+        server.destroy()

@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 
 import redis
 
+from ..guest import server as guest_server
+
 KEYS = 16                       # val:c:0 .. val:c:15 per client
 VALUE_MIN, VALUE_MAX = 40, 1400  # value sizes vary so WAL records straddle blocks
 
@@ -72,17 +74,17 @@ class History:
 class Client(threading.Thread):
     """One client: pipelines of ``pipeline`` operations until stopped or the server dies."""
 
-    def __init__(self, port: int, history: History, pipeline: int, stop: threading.Event):
+    def __init__(self, host: str, port: int, history: History, pipeline: int,
+                 stop: threading.Event):
         super().__init__(daemon=True)
-        self.port, self.h, self.pipeline, self.stop_event = port, history, pipeline, stop
+        self.host, self.port, self.h = host, port, history
+        self.pipeline, self.stop_event = pipeline, stop
         self.dead_at: float | None = None
 
     def run(self) -> None:
         h = self.h
         try:
-            cli = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=30,
-                              decode_responses=True,
-                              retry=redis.retry.Retry(redis.backoff.NoBackoff(), 0))
+            cli = guest_server.connect(self.port, timeout=30, host=self.host)
             while not self.stop_event.is_set():
                 ops = list(range(h.next_op, h.next_op + self.pipeline))
                 h.next_op += self.pipeline

@@ -4,6 +4,7 @@ its fork child together, as kill -9 of a crashed host's processes would."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -28,9 +29,9 @@ class Server:
     def __init__(self, system: str, bin_dir: Path, work: Path, policy: str, *,
                  device_mib: int = 64, wal_mib: int = 8, rewrite_min_mib: int = 4,
                  rewrite_percentage: int = 100, backend: str = "file",
-                 device: Path | None = None):
-        self.system, self.bin_dir, self.work = system, bin_dir, work
-        self.port = guest_server.free_port()
+                 device: Path | None = None, admin: Path | None = None):
+        self.system, self.bin_dir, self.work, self.admin = system, bin_dir, work, admin
+        self.host, self.port = "127.0.0.1", guest_server.free_port()
         self.log = work / "redis.log"
         self.data = work / "data"
         self.data.mkdir(parents=True, exist_ok=True)
@@ -96,6 +97,10 @@ class Server:
             self.proc.wait()
         return t
 
+    def cleanup(self) -> None:
+        """Nothing of the iteration's server left running."""
+        self.kill()
+
     def group_survivors(self) -> list[int]:
         """Processes still in the (dead) server's process group: an orphaned fork child."""
         return guest_server.processes(group=self.proc.pid) if self.proc else []
@@ -121,3 +126,16 @@ class Server:
 
     def log_text(self) -> str:
         return self.log.read_text(errors="replace") if self.log.exists() else ""
+
+    # -- the device (SlimIO), read with slimio-admin while the server is down -------------
+    def inspect(self) -> dict:
+        return json.loads(subprocess.run(
+            [str(self.admin), "inspect", "--device", str(self.device), "--json"], check=True,
+            capture_output=True, text=True).stdout)
+
+    def export(self, role: str, dest: Path) -> str:
+        """Export the slot of ``role`` to ``dest``; an error message, or "" on success."""
+        ex = subprocess.run([str(self.admin), "export", "--device", str(self.device), "--slot",
+                             role, "--output", str(dest), "--force"], capture_output=True,
+                            text=True)
+        return ex.stderr.strip() if ex.returncode else ""

@@ -20,8 +20,9 @@ class ServerError(RuntimeError):
     pass
 
 
-def connect(port: int, timeout: float | None = 30) -> redis.Redis:
-    """A client of the server on ``port`` (loopback) that never retries.
+def connect(port: int, timeout: float | None = 30, host: str = "127.0.0.1") -> redis.Redis:
+    """A client of the server on ``port`` (of ``host``: loopback by default) that never
+    retries.
 
     redis-py (since 6) retries a command that hit a connection error three times with an
     exponential backoff by default. Here that only ever waits for nothing: SHUTDOWN's
@@ -29,7 +30,7 @@ def connect(port: int, timeout: float | None = 30) -> redis.Redis:
     server's last log line, in a TCG guest), and every PING while a server starts is refused
     until it listens. A failure on loopback is reported at once.
     """
-    return redis.Redis(host="127.0.0.1", port=port, socket_timeout=timeout,
+    return redis.Redis(host=host, port=port, socket_timeout=timeout,
                        decode_responses=True, retry=Retry(NoBackoff(), 0))
 
 

@@ -317,7 +317,7 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
-            _destroy_stale(stale)
+            destroy_stale(stale)
     records = partial / "vm"
     records.mkdir(parents=True)
     vm_dir.mkdir(parents=True)
@@ -408,7 +408,7 @@ def _keep_console(vm_dir: Path, records: Path) -> None:
         shutil.copyfile(console, records / "console.log")
 
 
-def _destroy_stale(directory: Path) -> None:
+def destroy_stale(directory: Path) -> None:
     """Destroy a VM an interrupted run left behind, then delete its directory."""
     if (directory / "Vagrantfile").exists() and (directory / ".vagrant").exists():
         try:
