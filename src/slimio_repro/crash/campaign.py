@@ -28,7 +28,9 @@ import hashlib
 import json
 import random
 import shutil
+import signal
 import subprocess
+import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -553,7 +555,10 @@ def run_configured(config: dict, out: Path, work_dir: str | None = None,
     server = vmtarget.VmServer(vm_plan, box_file, vmmod.work_dir(vm_plan.vm.work_dir)
                                / "crash-campaign", work / "vagrant.log", guest_bin,
                                "always", 8, 4)
+    # SIGTERM (a stopped job, a scheduler) must still destroy the VM: make it an exit.
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     try:
         return run(out, params, bins, None, work, prov, progress, vm_server=server)
     finally:
         server.destroy()
+        signal.signal(signal.SIGTERM, previous)
