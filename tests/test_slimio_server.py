@@ -28,7 +28,7 @@ import pytest
 import redis
 
 from slimio_repro.guest.server import RedisServer, ServerError, free_port, processes
-from conftest import first_data
+from conftest import REPO, first_data
 
 MIB = 1024 * 1024
 # Set in a guest only (see the module docstring).
@@ -423,6 +423,43 @@ def test_kill9_during_rewrite(slim, failpoint):
 ])
 def test_kill9_during_bgsave(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
+
+
+def resp(*args: str) -> bytes:
+    return f"*{len(args)}\r\n".encode() + b"".join(
+        f"${len(a)}\r\n{a}\r\n".encode() for a in args)
+
+
+@pytest.mark.parametrize("second", ["kill", "shutdown"])
+def test_restart_after_a_recovery_cut_a_transaction_short(slim, tmp_path, second):
+    """Regression (issue 17, found by the crash campaign in 2 of 1000 iterations): a crash
+    tore the last command of a MULTI/EXEC; the recovery truncated the generation at the last
+    whole command (inside the transaction, which was never executed) and began the next
+    generation there. The next start reverted the incomplete transaction, called that a torn
+    command followed by a generation, and refused the device. Every restart must work."""
+    s = slim(policy="always")
+    s.device.unlink()
+    with open(s.device, "wb") as f:
+        f.truncate(64 * MIB)
+    subprocess.run(["make", "-s", "-C", str(REPO / "redis-slimio"), "fixture-writer"],
+                   check=True)
+    gen = tmp_path / "gen1.aof"
+    gen.write_bytes(resp("SET", "a", "1") + resp("MULTI") + resp("RPUSH", "l", "1")
+                    + resp("SET", "b", "never") [:-9])        # torn inside the transaction
+    subprocess.run([str(REPO / "build/redis-slimio-unit/slimio_fixture_writer"), "--device",
+                    str(s.device), "--format", "8", "16", "--gen", "1", str(gen)], check=True)
+    s.start()
+    assert s.cli.get("a") == "1" and s.cli.llen("l") == 0 and s.cli.get("b") is None
+    s.cli.set("c", "3")
+    if second == "kill":
+        s.server.kill()
+    else:
+        s.server.shutdown()
+    for _ in range(2):
+        s.start()
+        assert s.cli.get("a") == "1" and s.cli.get("c") == "3" and s.cli.llen("l") == 0
+        s.server.kill()
+    assert "an earlier recovery cut short" in s.log.read_text()
 
 
 @device

@@ -287,8 +287,29 @@ FILE *slimioOpenStream(const char *name) {
     return NULL;
 }
 
+static const slimioWalGen *newestGen(void);
+
 int slimioTruncateStream(const char *name, off_t valid_up_to) {
     if (strncmp(name, WAL_STREAM, strlen(WAL_STREAM))) { errno = EINVAL; return -1; }
+    /* A generation a later one follows (slimioWalFollow finds it where this one's valid
+     * blocks end) was ended there by an earlier recovery, which truncated it at the last
+     * complete command: what Redis cuts now is what that recovery left unexecuted (an
+     * incomplete MULTI, which Redis reverts). It stays as it is: rewriting its tail would
+     * move its end away from where the next generation begins. A generation closed by a
+     * rewrite ends with whole transactions, and damage inside one ends its scan where no
+     * generation begins (README, "Generations"). */
+    const slimioWalGen *newest = newestGen();
+    slimioWalGen after;
+    int followed = slimioWalFollow(&S.be.io, &S.meta, &S.cur_gen, &S.load_stats.end,
+                                   newest ? newest->gen : S.cur_gen.gen, &after, NULL, NULL);
+    if (followed == 1) {
+        serverLog(LL_WARNING, "SlimIO: WAL generation %llu ends in a command or transaction an "
+                  "earlier recovery cut short (%lld of its bytes are whole commands); "
+                  "generation %llu follows it: left as it is",
+                  (unsigned long long)S.cur_gen.gen, (long long)valid_up_to,
+                  (unsigned long long)after.gen);
+        return 0;
+    }
     int rc = slimioWalTruncate(&S.be, &S.meta, &S.cur_gen, (uint64_t)valid_up_to);
     if (rc) { errno = rc < 0 && rc > -4096 ? -rc : EIO; return -1; }
     /* The generation now ends there: recompute its end for the successor rule. */
@@ -397,10 +418,6 @@ int slimioLoadAppendOnlyFiles(void) {
             fatal("reading the WAL of %s after generation %llu failed: %s", S.be.dev.path,
                   (unsigned long long)g.gen, strerror(-more));
         if (!more) break;
-        if (ret == AOF_TRUNCATED)
-            fatal("WAL generation %llu ends in a torn command, but generation %llu follows it: "
-                  "the WAL is damaged (dump it with slimio-admin dump-wal)",
-                  (unsigned long long)g.gen, (unsigned long long)next.gen);
         g = next;
     }
     /* The invariant (README, "Generations"): every listed generation newer than the log's

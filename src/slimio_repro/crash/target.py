@@ -60,7 +60,18 @@ class Server:
     # -- process control ---------------------------------------------------------------
     def start(self, failpoints: str = "", timeout_s: float = 60) -> float:
         """Start and wait until it serves (loading done); seconds taken. StartRefused when it
-        exits or does not become ready."""
+        exits or does not become ready. A port another process took since it was chosen
+        (free_port cannot reserve it) is replaced, up to three times."""
+        for attempt in range(3):
+            try:
+                return self._start(failpoints, timeout_s)
+            except StartRefused as exc:
+                if "Address already in use" not in str(exc) or attempt == 2:
+                    raise
+                self.port = self.options["port"] = guest_server.free_port()
+        raise AssertionError("unreachable")
+
+    def _start(self, failpoints: str, timeout_s: float) -> float:
         conf = self.work / "redis.conf"
         conf.write_text("".join(f"{k} {v}\n" for k, v in self.options.items()))
         self.exited_at = None
