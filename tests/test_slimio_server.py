@@ -425,6 +425,14 @@ def test_kill9_during_bgsave(slim, failpoint):
     crash_case(slim(policy="always"), failpoint, lambda cli: cli.bgsave())
 
 
+def alive(pid: int) -> bool:
+    """Whether ``pid`` is a live process (not gone, not a zombie); it may exit meanwhile."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def resp(*args: str) -> bytes:
     return f"*{len(args)}\r\n".encode() + b"".join(
         f"${len(a)}\r\n{a}\r\n".encode() for a in args)
@@ -481,8 +489,7 @@ def test_snapshot_child_dies_with_its_parent(slim, command):
     os.kill(s.server.pid, signal.SIGKILL)       # the parent only, not its process group
     s.server.proc.wait()
     deadline = time.monotonic() + 2
-    while Path(f"/proc/{child}").exists() and \
-            Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":
+    while alive(child):
         assert time.monotonic() < deadline, f"the snapshot child {child} outlived its parent"
         time.sleep(0.01)
     s.start()
