@@ -550,6 +550,8 @@ def run_configured(config: dict, out: Path, work_dir: str | None = None,
     from ..testbed import vm as vmmod
     guest_bin = vmmod.guest_plan(vm_plan).redis_bin_dir
     prov["vm"] = {"cell_plan": vm_plan.id, "device_profile": vm_plan.vm.device.as_dict(),
+                  "box_inputs_sha256": json.loads(box_file.with_suffix(".json").read_text())[
+                      "inputs_sha256"],
                   "tools": provenance.vm_tools(), "accel": vmmod.accelerator(vm_plan.vm.accel)}
     work.mkdir(parents=True, exist_ok=True)
     server = vmtarget.VmServer(vm_plan, box_file, vmmod.work_dir(vm_plan.vm.work_dir)
