@@ -279,17 +279,23 @@ static void markAppend(slimioWal *w, uint64_t now) {
     w->marks[i].us = now;
 }
 
-/* Lock held: how long ago (at most) the byte at offset level was appended; 0 when every
- * appended byte is below level. Drops the marks no byte at or above level needs. */
-static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now) {
+/* Lock held: how long ago (at most) the byte at offset level was appended (the last mark
+ * at or below it); 0 when every appended byte is below level. With drop, the marks before
+ * that one go: call it with drop only for the lowest level still needed (durable). */
+static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now, int drop) {
     if (level >= w->appended || !w->mark_n) return 0;
-    while (w->mark_n > 1) {
-        unsigned next = (w->mark_first + 1) % SLIMIO_WAL_MARKS;
+    unsigned first = w->mark_first, n = w->mark_n;
+    while (n > 1) {
+        unsigned next = (first + 1) % SLIMIO_WAL_MARKS;
         if (w->marks[next].off > level) break;
-        w->mark_first = next;
-        w->mark_n--;
+        first = next;
+        n--;
     }
-    uint64_t t = w->marks[w->mark_first].us;
+    if (drop) {
+        w->mark_first = first;
+        w->mark_n = n;
+    }
+    uint64_t t = w->marks[first].us;
     return now > t ? now - t : 0;
 }
 
@@ -322,8 +328,9 @@ int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undu
     uint64_t now = nowUs();
     pthread_mutex_lock(&w->lock);
     int rc = 0;
-    if (!w->error && (lagUs(w, w->durable, now) > max_undurable_us ||
-                      lagUs(w, w->written, now) > max_unwritten_us)) {
+    /* durable <= written: the durable level's call may drop marks, the other may not. */
+    if (!w->error && (lagUs(w, w->durable, now, 1) > max_undurable_us ||
+                      lagUs(w, w->written, now, 0) > max_unwritten_us)) {
         w->stat_lag_waits++;
         rc = syncLocked(w);
         w->stat_lag_wait_us += nowUs() - now;
