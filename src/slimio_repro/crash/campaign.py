@@ -556,8 +556,11 @@ def run_configured(config: dict, out: Path, work_dir: str | None = None,
                       "inputs_sha256"],
                   "tools": provenance.vm_tools(), "accel": vmmod.accelerator(vm_plan.vm.accel)}
     work.mkdir(parents=True, exist_ok=True)
+    # One VM directory per campaign (named by its output directory): two campaigns, or a
+    # campaign and the test suite's, never take each other's VM.
+    tag = hashlib.sha256(str(out.resolve()).encode()).hexdigest()[:12]
     server = vmtarget.VmServer(vm_plan, box_file, vmmod.work_dir(vm_plan.vm.work_dir)
-                               / "crash-campaign", work / "vagrant.log", guest_bin,
+                               / f"crash-campaign-{tag}", work / "vagrant.log", guest_bin,
                                "always", 8, 4)
     # SIGTERM (a stopped job, a scheduler) must still destroy the VM: make it an exit.
     previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
