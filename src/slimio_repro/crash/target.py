@@ -55,7 +55,6 @@ class Server:
             })
         self.proc: subprocess.Popen | None = None
         self.exited_at: float | None = None
-        self._watch: threading.Thread | None = None
 
     # -- process control ---------------------------------------------------------------
     def start(self, failpoints: str = "", timeout_s: float = 60) -> float:
@@ -85,8 +84,7 @@ class Server:
             raise StartRefused(f"{exc}: {self.log_tail()}") from None
         finally:
             self.proc = rs.proc
-        self._watch = threading.Thread(target=self._watch_exit, daemon=True)
-        self._watch.start()
+        threading.Thread(target=self._watch_exit, daemon=True).start()
         return seconds
 
     def _watch_exit(self) -> None:
@@ -135,8 +133,6 @@ class Server:
         text = self.log.read_text(errors="replace").strip().splitlines()
         return " | ".join(line.split(" ", 4)[-1] for line in text[-lines:])
 
-    def log_text(self) -> str:
-        return self.log.read_text(errors="replace") if self.log.exists() else ""
 
     # -- the device (SlimIO), read with slimio-admin while the server is down -------------
     def inspect(self) -> dict:
