@@ -366,3 +366,42 @@ def test_table4_from_ycsb_cells(side_by_side, tmp_path):
     # Table 3 is unchanged by the ycsb cells: only redis-benchmark rows.
     assert set(pd.read_csv(tmp_path / "t" / "table3_redis_benchmark.csv").workload) == \
         {"redis-benchmark"}
+
+
+def test_the_bound_gives_every_rps_ratio_its_ceiling(side_by_side, tmp_path):
+    """With the no-persistence cells (captured: stock Redis, AOF off), each RPS ratio row
+    carries the bound's mean and n, the bound over the baseline (the most any system can
+    gain) and the system's fraction of the bound; the bound has no ratio row of its own and
+    no Table 5 row (nothing to recover)."""
+    pd = __import__("pandas")
+    bound = _reps(CELL_FIXTURES / "bare-nopersist-redis-benchmark-none-r1", tmp_path)
+    aggregate.write_all(side_by_side + bound, tmp_path / "t")
+    table = pd.read_csv(tmp_path / "t" / "table3_ratios.csv")
+    assert set(table.system) == {"slimio"} and set(table.policy) == {"periodical", "always"}
+    for _, row in table.iterrows():
+        if row.metric not in aggregate.BOUND_OF:
+            assert pd.isna(row.bound_mean) and pd.isna(row.bound_to_baseline)
+            continue
+        top, n = _mean(bound, "nopersist", "none", "redis-benchmark",
+                       aggregate.BOUND_OF[row.metric])
+        base, _ = _mean(side_by_side, "baseline", row.policy, "redis-benchmark", row.metric)
+        system, _ = _mean(side_by_side, "slimio", row.policy, "redis-benchmark", row.metric)
+        assert row.bound_n == n == 2 and row.bound_mean == pytest.approx(top)
+        if base is not None:
+            assert row.bound_to_baseline == pytest.approx(top / base)
+        if system is not None:
+            assert row.system_fraction_of_bound == pytest.approx(system / top)
+    md = (tmp_path / "t" / "table3_ratios.md").read_text()
+    assert "| Bound (n) | Bound / Baseline | System / Bound |" in md
+    t3 = (tmp_path / "t" / "table3_redis_benchmark.md").read_text()
+    assert "| No persistence | No persistence (bound) | bare | 2 |" in t3
+    assert "AOF and snapshots off (it writes nothing)" in t3
+    t5 = pd.read_csv(tmp_path / "t" / "table5_recovery.csv")
+    assert "nopersist" not in set(t5.system)
+
+
+def test_without_the_bound_the_ceiling_columns_are_empty(side_by_side, tmp_path):
+    pd = __import__("pandas")
+    aggregate.write_all(side_by_side, tmp_path / "t")
+    table = pd.read_csv(tmp_path / "t" / "table3_ratios.csv")
+    assert table.bound_mean.isna().all() and table.bound_to_baseline.isna().all()

@@ -120,6 +120,26 @@ def test_verdict_follows_side_and_tolerance(slimio, verdict):
     assert v.ci_low <= v.measured <= v.ci_high and v.n == 3
 
 
+def test_a_ratio_above_the_bound_is_said_to_be_out_of_reach():
+    """The bound (nopersist) at 1.2x the baseline: the paper's 1.5x cannot be reached, and
+    the reason says so with the number; a ceiling above the paper's value says nothing."""
+    rows = _records([110, 111, 109], [100, 100, 100])
+    bound = [{"testbed": "vm", "system": "nopersist", "workload": "redis-benchmark",
+              "policy": "none", "rep": r, "profile": "smoke", "accel": "tcg",
+              "device_model": "qemu", "host_cpu_model": "x", "rps_wal_only": v}
+             for r, v in enumerate((120, 121, 119), 1)]
+    low = judge.judge_all([_claim()], pd.concat([rows, pd.DataFrame(bound)]))[0]
+    assert low.verdict == judge.DIRECTION_ONLY and low.ceiling == pytest.approx(1.2)
+    assert "is 1.200x the Baseline here: the paper's 1.500 cannot be reached" in low.reason
+    assert low.row()["ceiling"] == pytest.approx(1.2)
+    for b in bound:
+        b["rps_wal_only"] *= 2
+    high = judge.judge_all([_claim()], pd.concat([rows, pd.DataFrame(bound)]))[0]
+    assert high.ceiling == pytest.approx(2.4) and "cannot be reached" not in high.reason
+    alone = judge.judge_all([_claim()], rows)[0]
+    assert alone.ceiling is None and alone.reason == low.reason.split("; the bound")[0]
+
+
 def test_equal_claims_hold_inside_the_band_only():
     c = _claim(direction="equal", paper_value=1.0,
                tolerance=catalog.Tolerance("relative", "memory: within five percent", 0.05))

@@ -86,8 +86,12 @@ def test_missing_config_file_is_named(tmp_path):
 def test_matrix_expands_to_one_cell_per_repetition(default_config):
     got = configmod.make(default_config).matrix
     m = default_config["matrix"]
-    assert len(got) == (len(m["testbeds"]) * len(m["systems"]) * len(m["workloads"])
-                        * len(m["policies"]) * m["repetitions"])
+    # Every system under every policy, but the no-persistence bound once (policy none).
+    logged = [s for s in m["systems"] if s != "nopersist"]
+    assert "nopersist" in m["systems"]
+    assert len(got) == (len(m["testbeds"]) * len(m["workloads"]) * m["repetitions"]
+                        * (len(logged) * len(m["policies"]) + 1))
+    assert {c.policy for c in got if c.system == "nopersist"} == {"none"}
     assert len({c.id for c in got}) == len(got)
     for c in got:
         assert Cell.from_id(c.id) == c
@@ -116,11 +120,13 @@ def test_uncoercible_string_is_still_an_error():
 @pytest.mark.parametrize("profile", PROFILES)
 def test_every_profile_runs_every_system_its_testbeds_can(profile):
     """All three systems where a VM runs them; the nightly's bare-only ci profile has no
-    slimio-nofdp (passthru without placement needs the vm testbed's namespace)."""
+    slimio-nofdp (passthru without placement needs the vm testbed's namespace). Every
+    profile has the no-persistence bound."""
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
     expected = ["baseline", "slimio"] + (["slimio-nofdp"]
                                          if "vm" in cfg["matrix"]["testbeds"] else [])
+    expected += ["nopersist"]
     assert cfg["matrix"]["systems"] == expected
     plan = configmod.make(cfg, host=BIG_HOST, check_sources=False)
     assert {c.system for c in plan.matrix} == set(expected)
@@ -138,7 +144,7 @@ def test_schema_accepts_slimio_and_fills_its_section():
 def test_unknown_system_is_named_with_the_allowed_ones():
     with pytest.raises(configmod.ConfigError,
                        match=r"matrix\.systems\[1\]: 'slimio-fdp' is not one of "
-                             r"'baseline', 'slimio', 'slimio-nofdp'"):
+                             r"'baseline', 'slimio', 'slimio-nofdp', 'nopersist'"):
         load({"matrix": {"systems": ["baseline", "slimio-fdp"]}})
 
 

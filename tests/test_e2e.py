@@ -27,7 +27,8 @@ TINY = ["server={sampler_interval_s: 0.25}",
         "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}, "
         "ycsb-a: {records: 20000, operations: 100000}}"]
 BASELINE_ONLY = "matrix={testbeds: [bare], repetitions: 1, systems: [baseline]}"
-SIDE_BY_SIDE = "matrix={testbeds: [bare], repetitions: 1, systems: [baseline, slimio]}"
+SIDE_BY_SIDE = ("matrix={testbeds: [bare], repetitions: 1, "
+                "systems: [baseline, slimio, nopersist]}")
 
 
 def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
@@ -149,12 +150,14 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
 
 
 def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
-    """Both systems side by side at tiny scale: SlimIO's cells run, recover from its device
-    and verify, and the ratio tables compare them."""
+    """Both systems side by side at tiny scale, and the no-persistence bound: SlimIO's cells
+    run, recover from its device and verify, the ratio tables compare them, and every RPS
+    ratio has the bound's ceiling."""
     results = tmp_path / "results"
     table = reproduce_tiny(results, SIDE_BY_SIDE)
     assert set(zip(table.system, table.policy)) == {
-        (s, p) for s in ("baseline", "slimio") for p in ("periodical", "always")}
+        (s, p) for s in ("baseline", "slimio") for p in ("periodical", "always")} | {
+        ("nopersist", "none")}
     for _, row in table[table.system == "slimio"].iterrows():
         assert row.n == 1 and row.rps_avg_mean > 0 and row.set_p999_ms_mean > 0
         assert row.snapshot_time_s_mean > 0 and row.wal_snapshot_count_mean >= 1
@@ -170,6 +173,16 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
         ratios = ratios[~waf]
         assert (ratios.system == "slimio").all() and (ratios.ratio_to_baseline > 0).all()
         assert (ratios.system_n == 1).all() and (ratios.baseline_n == 1).all()
+        rps = ratios[ratios.metric.str.startswith("rps_")]
+        if name != "table5_ratios":
+            assert len(rps) == 2 * 3 and (rps.bound_n == 1).all(), name
+            # On bare, the bound (nothing persisted) is at least about as fast as the
+            # baseline; noise can put it a little below.
+            assert (rps.bound_to_baseline > 0.5).all() and (rps.system_fraction_of_bound > 0).all()
+    bound = results / "raw" / "bare-nopersist-redis-benchmark-none-r1"
+    assert "appendonly no" in (bound / layout.RAW_REDIS_CONF).read_text()
+    assert json.loads((bound / layout.RAW_DEVICE_STATS).read_text())["data_dir_bytes"] == 0
+    assert not (bound / layout.RAW_RECOVERY).exists()
 
     slimio_records = sorted((results / "cells").glob("bare-slimio-redis-benchmark-*.json"))
     assert len(slimio_records) == 2
@@ -199,10 +212,13 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
     assert (results / "figures" / "fig5_runtime_rps.png").stat().st_size > 1000
 
     ycsb_records = sorted((results / "cells").glob("bare-*-ycsb-a-*.json"))
-    assert len(ycsb_records) == 4
+    assert len(ycsb_records) == 5   # two systems x two policies, and the bound
     for record_file in ycsb_records:
         record = json.loads(record_file.read_text())
-        assert record["recovery_verified"] is True and record["recovery_dbsize"] == 20000
+        if record["system"] == "nopersist":
+            assert "recovery_verified" not in record and record["load_records"] == 20000
+        else:
+            assert record["recovery_verified"] is True and record["recovery_dbsize"] == 20000
         assert record["load_records"] == 20000 and record["requests_completed"] == 100000
         assert record["get_operations"] + record["set_operations"] == 100000
         assert 0.45 < record["set_operations"] / 100000 < 0.55

@@ -165,13 +165,20 @@ def test_cli_end_to_end(tmp_path):
     assert resolved.returncode == 0, resolved.stderr
     cfg = json.loads(resolved.stdout)
     assert cfg["workloads"]["redis-benchmark"]["requests"] == 60000
-    assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp"]
+    assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp", "nopersist"]
     matrix = cli("matrix").stdout.split()
-    assert len(matrix) == 24 and "vm-slimio-nofdp-ycsb-a-always-r2" in matrix
+    # 3 systems x 2 workloads x 2 policies x 2 repetitions, and the bound once per workload
+    # and repetition (policy none).
+    assert len(matrix) == 28 and "vm-slimio-nofdp-ycsb-a-always-r2" in matrix
+    assert {c for c in matrix if "nopersist" in c} == {
+        f"vm-nopersist-{w}-none-r{r}" for w in ("redis-benchmark", "ycsb-a") for r in (1, 2)}
+    bound = CellPlan.from_json(cli("plan", "--cell", "vm-nopersist-ycsb-a-none-r1").stdout)
+    assert not bound.recovery.enabled and not bound.vm.roofline.enabled
+    assert bound.redis_bin_dir.endswith("redis-baseline/7.0.15/bin") and not bound.persists
     one = cli("plan", "--cell", "vm-slimio-redis-benchmark-periodical-r1")
     assert CellPlan.from_json(one.stdout).slimio.placement_ids.wal == 1
     hashes = cli("plan").stdout.splitlines()
-    assert len(hashes) == 24 and all(len(line.split("\t")[1]) == 64 for line in hashes)
+    assert len(hashes) == 28 and all(len(line.split("\t")[1]) == 64 for line in hashes)
     bad = cli("matrix", "--set", json.dumps({"matrix": {"repetitions": 0}}))
     assert bad.returncode == 2 and "matrix.repetitions" in bad.stderr
     parsed = cli("parse-cell", "tests/fixtures/cells/bare-baseline-redis-benchmark-always-r1",

@@ -14,6 +14,10 @@
 # build.json) is baked in under /opt/slimio-repro/build with the same relative path. The box gets its own SSH key pair, written next to OUT.box as
 # OUT.box.key; the Vagrantfile logs in with it (no insecure shared key). The box's kernel,
 # initramfs and kernel command line go next to it too (OUT.box.vmlinuz, .initrd, .cmdline).
+# The guest's SSH host key is made on its first boot (ssh-hostkeys.service), and made again
+# when the key is empty: a power cut soon after the first boot (the crash campaign's VM
+# testbed destroys its VM) can leave the new file empty, and sshd then refused every login
+# after the restart (seen: "Failed to start ssh.service"). The unit syncs the key to disk.
 #
 # Steps: mmdebstrap (minbase) into a directory; a raw disk with one MBR partition at 1 MiB,
 # filled by `mke2fs -d` (no partition loop devices needed); syslinux's MBR and extlinux in the
@@ -45,7 +49,7 @@ mmdebstrap --variant=minbase --include="$include" \
   --customize-hook='mkdir -p "$1/etc/systemd/network"; printf "[Match]\nType=ether\n\n[Network]\nDHCP=yes\n" > "$1/etc/systemd/network/50-dhcp.network"' \
   --customize-hook='chroot "$1" systemctl enable systemd-networkd ssh' \
   --customize-hook='printf "UseDNS no\nHostKey /etc/ssh/ssh_host_ed25519_key\n" > "$1/etc/ssh/sshd_config.d/slimio.conf"' \
-  --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*; printf "[Unit]\nDescription=SSH host key\nBefore=ssh.service\nConditionPathExists=!/etc/ssh/ssh_host_ed25519_key\n[Service]\nType=oneshot\nExecStart=/usr/bin/ssh-keygen -q -t ed25519 -N \"\" -f /etc/ssh/ssh_host_ed25519_key\n[Install]\nWantedBy=multi-user.target\n" > "$1/etc/systemd/system/ssh-hostkeys.service"; chroot "$1" systemctl enable ssh-hostkeys' \
+  --customize-hook='rm -f "$1"/etc/ssh/ssh_host_*; printf "[Unit]\nDescription=SSH host key\nBefore=ssh.service\nConditionFileNotEmpty=!/etc/ssh/ssh_host_ed25519_key\n[Service]\nType=oneshot\nExecStart=/bin/rm -f /etc/ssh/ssh_host_ed25519_key /etc/ssh/ssh_host_ed25519_key.pub\nExecStart=/usr/bin/ssh-keygen -q -t ed25519 -N \"\" -f /etc/ssh/ssh_host_ed25519_key\nExecStart=/bin/sync\n[Install]\nWantedBy=multi-user.target\n" > "$1/etc/systemd/system/ssh-hostkeys.service"; chroot "$1" systemctl enable ssh-hostkeys' \
   --customize-hook='chroot "$1" systemctl mask nvmf-autoconnect.service e2scrub_reap.service modprobe@drm.service' \
   --customize-hook='chroot "$1" apt-get clean; rm -rf "$1"/var/lib/apt/lists/*' \
   "$release" "$rootfs" \

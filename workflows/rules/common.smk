@@ -5,6 +5,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
+from slimio_repro import guest as guestmod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
 from slimio_repro import plan as planmod  # noqa: E402
 from slimio_repro.aggregate import tables as aggregatemod  # noqa: E402
@@ -43,9 +44,9 @@ CELLS = PLAN.matrix
 
 wildcard_constraints:
     testbed="|".join(config["matrix"]["testbeds"]),
-    system="baseline|slimio|slimio-nofdp",
-    workload="redis-benchmark|ycsb-a",
-    policy="periodical|always",
+    system="|".join(guestmod.SYSTEMS),
+    workload="|".join(guestmod.WORKLOADS),
+    policy="|".join(guestmod.POLICY_APPENDFSYNC),
     rep=r"\d+",
     version=r"\d+\.\d+\.\d+",
 
@@ -84,10 +85,11 @@ def slimio_build_inputs(wildcards):
 
 
 def ftl_sequences():
-    """Every (testbed, system, workload, policy) of the matrix whose cells trace the device."""
+    """Every (testbed, system, workload, policy) of the matrix whose cells trace the device
+    and write to it (the no-persistence bound writes nothing a model could amplify)."""
     seen = {}
     for c in CELLS:
-        if c.testbed == "vm":
+        if c.testbed == "vm" and guestmod.persists(c.system):
             key = dict(testbed=c.testbed, system=c.system, workload=c.workload, policy=c.policy)
             seen[tuple(key.values())] = key
     return list(seen.values())

@@ -15,12 +15,14 @@ import pandas as pd
 import yaml
 
 from .. import paths
-from ..guest import POLICY_LABEL
+from ..guest import NOPERSIST, POLICY_LABEL
 from ..guest import phases as cellphases
 
 GROUP = ["testbed", "system", "workload", "policy"]
 # Also the order of the rows: the baseline first, then the systems compared with it.
-SYSTEM_LABEL = {"baseline": "Baseline", "slimio": "SlimIO", "slimio-nofdp": "SlimIO w/o FDP"}
+# The no-persistence bound last: the ceiling the others are measured against.
+SYSTEM_LABEL = {"baseline": "Baseline", "slimio": "SlimIO", "slimio-nofdp": "SlimIO w/o FDP",
+                NOPERSIST: "No persistence (bound)"}
 
 # Table 3 of the paper: (column in our records, header in the paper, decimals).
 TABLE3_COLUMNS = [
@@ -75,6 +77,12 @@ TABLE3_RATIO_COLUMNS = [
     ("waf_modelled", "SSD WAF (modelled)", "lower"),
 ]
 TABLE4_RATIO_COLUMNS = TABLE3_RATIO_COLUMNS[:7] + [("get_p999_ms", "GET p999", "lower")]
+# The bound (DESIGN §5): the same workload on the same testbed with persistence off (system
+# nopersist). Its throughput is what no logging policy can beat, so each RPS metric has a
+# ceiling: metric -> the bound's metric it is held against (the bound takes no snapshot
+# during its workload: its WAL-only rate bounds the WAL&Snapshot phase too).
+BOUND_OF = {"rps_wal_only": "rps_wal_only", "rps_wal_snapshot": "rps_wal_only",
+            "rps_avg": "rps_avg"}
 TABLE5_RATIO_COLUMNS = [
     ("recovery_time_s", "Recovery Time", "lower"),
     ("recovery_mb_s", "Recovery I/O Throughput", "higher"),
@@ -243,29 +251,54 @@ def write_table(cells: pd.DataFrame, workload: str, columns, name: str, title: s
     return summary
 
 
+def _quotient(a, b) -> float | None:
+    """a / b of two means; None when either is missing or b is 0."""
+    if a is None or b is None or pd.isna(a) or pd.isna(b) or b == 0:
+        return None
+    return float(a) / float(b)
+
+
+RATIO_COLUMNS = ["testbed", "workload", "policy", "system", "metric", "better", "system_mean",
+                 "system_n", "baseline_mean", "baseline_n", "ratio_to_baseline", "bound_mean",
+                 "bound_n", "bound_to_baseline", "system_fraction_of_bound",
+                 "baseline_fraction_of_bound"]
+
+
 def ratios(summary: pd.DataFrame, columns) -> pd.DataFrame:
     """Ratio of means, each system over the baseline of the same testbed, workload and policy.
 
-    One row per (testbed, workload, policy, system, metric) with both means and both n.
+    One row per (testbed, workload, policy, system, metric) with both means and both n. For
+    an RPS metric (:data:`BOUND_OF`), also the bound's mean and n (system nopersist, same
+    testbed and workload), the bound over the baseline (the most any system can gain on
+    it: a ratio above that is impossible on this testbed), and the system's and the
+    baseline's fraction of the bound; None where the matrix has no nopersist cells.
     """
     out = []
     keys = ["testbed", "workload", "policy"]
-    for key, g in summary.groupby(keys, sort=False):
+    logged = summary[summary.system != NOPERSIST]
+    bounds = summary[summary.system == NOPERSIST]
+    for key, g in logged.groupby(keys, sort=False):
         ref = g[g.system == REFERENCE_SYSTEM]
+        bound = bounds[(bounds.testbed == key[0]) & (bounds.workload == key[1])]
         for _, row in g[g.system != REFERENCE_SYSTEM].iterrows():
             for metric, _, better in columns:
                 base_mean = ref[f"{metric}_mean"].iloc[0] if len(ref) else None
                 mean = row[f"{metric}_mean"]
-                ok = not (base_mean is None or pd.isna(base_mean) or base_mean == 0
-                          or pd.isna(mean))
+                bound_metric = BOUND_OF.get(metric)
+                bound_mean = bound_n = None
+                if bound_metric is not None and len(bound):
+                    bound_mean = bound[f"{bound_metric}_mean"].iloc[0]
+                    bound_n = int(bound[f"{bound_metric}_n"].iloc[0])
                 out.append({**dict(zip(keys, key)), "system": row.system, "metric": metric,
                             "better": better, "system_mean": mean,
                             "system_n": row[f"{metric}_n"], "baseline_mean": base_mean,
                             "baseline_n": ref[f"{metric}_n"].iloc[0] if len(ref) else 0,
-                            "ratio_to_baseline": mean / base_mean if ok else None})
-    return pd.DataFrame(out, columns=keys + ["system", "metric", "better", "system_mean",
-                                             "system_n", "baseline_mean", "baseline_n",
-                                             "ratio_to_baseline"])
+                            "ratio_to_baseline": _quotient(mean, base_mean),
+                            "bound_mean": bound_mean, "bound_n": bound_n,
+                            "bound_to_baseline": _quotient(bound_mean, base_mean),
+                            "system_fraction_of_bound": _quotient(mean, bound_mean),
+                            "baseline_fraction_of_bound": _quotient(base_mean, bound_mean)})
+    return pd.DataFrame(out, columns=RATIO_COLUMNS)
 
 
 def _paper_ratios(name: str) -> dict:
@@ -298,7 +331,8 @@ def ratio_markdown(table: pd.DataFrame, columns, title: str, paper_table: str,
         return "\n".join(lines + ["No system to compare with the baseline in this run: the "
                                    "matrix needs `baseline` and another system."]) + "\n"
     lines += ["| Policy | System | Testbed | Metric | better | Baseline (n) | System (n) "
-              "| System / Baseline | Paper's ratio |", "|" + "---|" * 9]
+              "| System / Baseline | Paper's ratio | Bound (n) | Bound / Baseline "
+              "| System / Bound |", "|" + "---|" * 12]
     order = list(POLICY_LABEL)
     table = table.assign(_p=table.policy.map(order.index), _s=table.system.map(_system_order),
                          _m=table.metric.map(list(labels).index))
@@ -307,16 +341,26 @@ def ratio_markdown(table: pd.DataFrame, columns, title: str, paper_table: str,
             if v is None or pd.isna(v):
                 return "n/a"
             return f"{v:,.1f} ({n})" if abs(v) >= 100 else f"{v:.3f} ({n})"
-        ratio = r.ratio_to_baseline
+        def rate(v):
+            return "n/a" if v is None or pd.isna(v) else f"{v:.3f}"
         ref = paper.get((r.policy, r.system, r.metric), paper.get((None, r.system, r.metric)))
+        has_bound = r.metric in BOUND_OF
         lines.append(
             f"| {POLICY_LABEL.get(r.policy, r.policy)} | {SYSTEM_LABEL.get(r.system, r.system)} "
             f"| {r.testbed} | {labels[r.metric]} ({r.metric}) | {r.better} "
             f"| {num(r.baseline_mean, r.baseline_n)} | {num(r.system_mean, r.system_n)} "
-            f"| {'n/a' if ratio is None or pd.isna(ratio) else f'{ratio:.3f}'} "
-            f"| {'-' if ref is None else f'{ref:.3f}'} |")
+            f"| {rate(r.ratio_to_baseline)} | {'-' if ref is None else f'{ref:.3f}'} "
+            f"| {num(r.bound_mean, r.bound_n) if has_bound else '-'} "
+            f"| {rate(r.bound_to_baseline) if has_bound else '-'} "
+            f"| {rate(r.system_fraction_of_bound) if has_bound else '-'} |")
     lines += ["", "Ratios of the means over n repetitions each, measured side by side in this "
-              "run (same host, same storage); the means and n are in the CSV next to this file."]
+              "run (same host, same storage); the means and n are in the CSV next to this file.",
+              "- Bound: the same workload with persistence off (system nopersist: stock Redis, "
+              "AOF and snapshots off, on the same testbed), its WAL-only RPS for the WAL-only "
+              "and WAL&Snapshot columns and its average RPS for the average. Bound / Baseline "
+              "is the most any system can gain over the baseline here: a paper's ratio above "
+              "it cannot be reached on this testbed, however fast the system. n/a where the "
+              "matrix has no nopersist cells."]
     lines += [f"- {n}" for n in notes]
     return "\n".join(lines) + "\n"
 
@@ -380,6 +424,9 @@ def storage_notes(cells: pd.DataFrame) -> list[str]:
         fs = ", ".join(_distinct(g, "filesystem")) or "an unrecorded file system"
         if system == REFERENCE_SYSTEM:
             what = f"stock Redis, AOF and RDB files on {fs}"
+        elif system == NOPERSIST:
+            what = (f"stock Redis with AOF and snapshots off (it writes nothing), its data "
+                    f"directory on {fs}; one set of cells serves every policy")
         else:
             parts = []
             for backend in _distinct(g, "slimio_backend"):
@@ -728,9 +775,12 @@ def write_all(record_files: list[Path], out_dir: Path, ftl_files: list[Path] = (
         "(slimio_recovery_time_s, slimio_recovery_mb_s as INFO slimio reports them).",
     ]
     # Written even with recovery disabled (then every value is n/a): the rule promises it.
-    t5 = write_table(cells, "redis-benchmark", TABLE5_COLUMNS, "table5_recovery",
+    # The no-persistence bound has nothing to recover.
+    t5 = write_table(cells[cells.system != NOPERSIST], "redis-benchmark", TABLE5_COLUMNS,
+                     "table5_recovery",
                      "Table 5: Recovery evaluation (redis-benchmark cells)",
-                     t5_notes + [run] + storage_notes(bench_cells), out_dir)
+                     t5_notes + [run] + storage_notes(bench_cells[bench_cells.system
+                                                                  != NOPERSIST]), out_dir)
     write_ratios(t5, TABLE5_RATIO_COLUMNS, "table5_ratios",
                  "Table 5 ratios: each system over the baseline (recovery, redis-benchmark)",
                  "table5_recovery", [t5_notes[0], paper_note], out_dir)

@@ -14,8 +14,9 @@ SCHEMA = paths.CLAIMS_SCHEMA
 CLAIMS = paths.CLAIMS_FILE
 
 SYSTEM_LABELS = {"baseline": "Baseline", "slimio": "SlimIO", "slimio-nofdp": "SlimIO w/o FDP",
-                 "baseline-ext4": "Baseline (EXT4)"}
-POLICY_LABELS = {"periodical": "Periodical-Log", "always": "Always-Log"}
+                 "baseline-ext4": "Baseline (EXT4)", "nopersist": "No persistence (bound)"}
+POLICY_LABELS = {"periodical": "Periodical-Log", "always": "Always-Log",
+                 "none": "No persistence"}
 
 
 class ClaimsError(ValueError):

@@ -36,6 +36,14 @@ FAILS = "does not hold"
 UNTESTABLE = "not testable here"
 VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNTESTABLE)
 
+# The bound (system nopersist: persistence off, same testbed and workload): an RPS claim of a
+# system over the baseline has a ceiling, the bound's rate over the baseline's. Its metric per
+# claimed metric (the bound takes no snapshot: its WAL-only rate bounds both phases), as the
+# ratio tables hold it (aggregate.tables.BOUND_OF).
+BOUND_SYSTEM = "nopersist"
+BOUND_METRIC = {"rps_wal_only": "rps_wal_only", "rps_wal_snapshot": "rps_wal_only",
+                "rps_avg": "rps_avg"}
+
 CONFIDENCE = 0.95
 RESAMPLES = 2000
 SEED = 20251116
@@ -74,6 +82,7 @@ class Verdict:
     n: int = 0                      # the smallest number of repetitions over the claim's terms
     n_detail: str = ""              # n per term, e.g. "2/2"
     judged_on: str = ""             # testbed (accelerator, device) the cells ran on
+    ceiling: float | None = None    # the most the claim's ratio can be here (the bound's)
 
     def row(self) -> dict:
         c = self.claim
@@ -86,6 +95,7 @@ class Verdict:
             "confidence_level": CONFIDENCE if self.ci_low is not None else None,
             "n": self.n, "n_per_term": self.n_detail, "judged_on": self.judged_on,
             "tolerance": c.tolerance.label(), "tolerance_reason": c.tolerance.reason,
+            "ceiling": self.ceiling,
             "verdict": self.verdict, "reason": self.reason, "doubt": c.doubt,
         }
 
@@ -310,8 +320,49 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
     return Verdict(c, verdict, reason, value, lo, hi, n, n_detail, judged_on)
 
 
+def ceiling(c: Claim, records: pd.DataFrame, testbed: str) -> tuple[float, int] | None:
+    """The most claim ``c``'s value can be on this run's testbed, and the bound's n: for a
+    ratio of a system's RPS over the baseline's (same metric, workload and policy), the
+    no-persistence bound's rate over the baseline's. None for any other claim, or without
+    nopersist cells."""
+    m = c.measure
+    t, r = m.term, m.reference
+    if (c.kind != "ratio" or c.versus is not None or r is None or t.metric != r.metric
+            or t.metric not in BOUND_METRIC or r.system == BOUND_SYSTEM
+            or t.system == r.system or (t.workload, t.policy) != (r.workload, r.policy)):
+        return None
+    metric = BOUND_METRIC[t.metric]
+    bound = cells_of(records, testbed, BOUND_SYSTEM, t.workload)
+    base = cells_of(records, testbed, r.system, r.workload, r.policy)
+    if metric not in bound or t.metric not in base:
+        return None
+    b = pd.to_numeric(bound[metric], errors="coerce").dropna()
+    a = pd.to_numeric(base[t.metric], errors="coerce").dropna()
+    if b.empty or a.empty or not a.mean():
+        return None
+    return float(b.mean() / a.mean()), len(b)
+
+
+def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
+    """``v`` with its ceiling (:func:`ceiling`) and, where the paper's value is above it, a
+    reason saying that no system can reach that value on this testbed."""
+    c = v.claim
+    if v.verdict == UNTESTABLE:
+        return v
+    got = ceiling(c, records, "vm" if c.testbed == "model" else c.testbed)
+    if got is None:
+        return v
+    top, n = got
+    reason = v.reason
+    if c.direction == "higher" and c.paper_value > top:
+        reason += (f"; the bound (no persistence, n={n}) is {number(top)}x the "
+                   f"{SYSTEM_LABELS[c.measure.reference.system]} here: the paper's "
+                   f"{number(c.paper_value)} cannot be reached on this testbed by any system")
+    return dataclasses.replace(v, reason=reason, ceiling=top)
+
+
 def judge_all(claims: list[Claim], records: pd.DataFrame) -> list[Verdict]:
-    return [judge(c, records) for c in claims]
+    return [_with_ceiling(judge(c, records), records) for c in claims]
 
 
 def ratio_interval(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None]:

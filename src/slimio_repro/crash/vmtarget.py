@@ -80,6 +80,10 @@ class VmServer:
         self.vm.up()
         self.host = re.search(r"HostName\s+(\S+)", self.vm.ssh_config.read_text()).group(1)
         self.up = True
+        # What booting wrote to the root disk (the first boot's SSH host key, logs) is on
+        # the disk before any power cut: the campaign cuts the namespace's power, and the
+        # next boot needs a root file system that logs in.
+        self.ssh("sudo sync")
         return time.time() - t0
 
     def power_cut(self) -> float:

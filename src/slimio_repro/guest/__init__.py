@@ -10,10 +10,11 @@ absent. The other stages use what ``__all__`` names.
 from . import (benchmark, fdp, fsimage, layout, phases, provenance, redislog, roofline,
                server, slimio, vmstorage, ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
-from .cellplan import (CELL_ID_PATTERN, POLICY_APPENDFSYNC, POLICY_LABEL, SLIMIO_SYSTEMS,
-                       SYSTEMS, WORKLOADS, Bare, Cell, CellPlan, DeviceProfile, Placement,
-                       RedisBenchmark, Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA,
-                       build_system, is_slimio)
+from .cellplan import (CELL_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
+                       POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
+                       DeviceProfile, Placement, RedisBenchmark, Recovery, Roofline, Server,
+                       Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, on_file_system,
+                       persists, policies_of)
 from .vmstorage import GuestError
 
 __all__ = [
@@ -23,8 +24,8 @@ __all__ = [
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
     # the cell plan
-    "CELL_ID_PATTERN", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
+    "CELL_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
     "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Placement", "RedisBenchmark",
     "Recovery", "Roofline", "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system",
-    "is_slimio",
+    "is_slimio", "on_file_system", "persists", "policies_of",
 ]

@@ -120,6 +120,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
             if is_slimio else ""
         render_conf(partial / conf_name, port=port, data_dir=data_dir,
                     log_file=partial / log_name, appendfsync=plan.sizing.appendfsync,
+                    appendonly=plan.persists,
                     auto_aof_rewrite_percentage=plan.sizing.auto_aof_rewrite_percentage,
                     auto_aof_rewrite_min_size=plan.sizing.auto_aof_rewrite_min_size_bytes,
                     slimio_block=block)

@@ -23,9 +23,16 @@ import types
 import typing
 from dataclasses import asdict, dataclass, field
 
-POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always"}
-POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log"}
-SYSTEMS = ("baseline", "slimio", "slimio-nofdp")
+# The bound: stock Redis with persistence off (no AOF, no snapshots). It logs nothing, so it
+# has no logging policy: its cells run once per repetition under the policy ``none``, and
+# every policy's ratios are formed against them.
+NOPERSIST = "nopersist"
+NO_POLICY = "none"
+# appendfsync of each policy (``none``: Redis's default, unused with appendonly no).
+POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always", NO_POLICY: "everysec"}
+POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log",
+                NO_POLICY: "No persistence"}
+SYSTEMS = ("baseline", "slimio", "slimio-nofdp", NOPERSIST)
 WORKLOADS = ("redis-benchmark", "ycsb-a")
 # Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
 SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
@@ -36,9 +43,28 @@ def is_slimio(system: str) -> bool:
     return system in SLIMIO_SYSTEMS
 
 
+def persists(system: str) -> bool:
+    """Whether ``system`` writes a WAL and snapshots (all but the no-persistence bound)."""
+    return system != NOPERSIST
+
+
+def on_file_system(system: str) -> bool:
+    """Whether the cell's storage is a file system (the baseline's; the bound runs on the
+    same storage and writes nothing to it) rather than SlimIO's raw device."""
+    return not is_slimio(system)
+
+
+def policies_of(system: str, policies) -> tuple[str, ...]:
+    """The logging policies ``system`` runs under, of the matrix's ``policies``."""
+    return tuple(policies) if persists(system) else (NO_POLICY,)
+
+
 def build_system(system: str) -> str:
-    """The Redis build a system runs: slimio-nofdp runs the slimio build."""
-    return "slimio" if is_slimio(system) else system
+    """The Redis build a system runs: slimio-nofdp runs the slimio build, the bound the
+    baseline's (stock Redis)."""
+    if is_slimio(system):
+        return "slimio"
+    return "baseline" if system == NOPERSIST else system
 
 
 def operational(default=dataclasses.MISSING):
@@ -67,7 +93,7 @@ class Cell:
     @classmethod
     def from_id(cls, cell_id: str) -> "Cell":
         m = re.fullmatch(r"(?P<testbed>[a-z]+)-(?P<system>[a-z]+(?:-nofdp)?)-"
-                         r"(?P<workload>redis-benchmark|ycsb-a)-(?P<policy>periodical|always)"
+                         r"(?P<workload>redis-benchmark|ycsb-a)-(?P<policy>periodical|always|none)"
                          r"-r(?P<rep>\d+)", cell_id)
         if not m:
             raise ValueError(f"{cell_id!r} is not a cell id like {CELL_ID_PATTERN}")
@@ -263,6 +289,10 @@ class CellPlan:
     @property
     def is_slimio(self) -> bool:
         return is_slimio(self.cell.system)
+
+    @property
+    def persists(self) -> bool:
+        return persists(self.cell.system)
 
     @property
     def appendfsync(self) -> str:

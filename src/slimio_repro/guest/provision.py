@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import fdp, layout
-from .cellplan import Vm
+from .cellplan import Vm, on_file_system
 from .vmstorage import GuestError, fdp_stats, run_tool
 
 # Identify Controller CTRATT bit 19: Flexible Data Placement supported.
@@ -153,7 +153,7 @@ def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
         out.append(f"{facts.namespace} has been written before the cell "
                    f"({facts.fdp_host_bytes_written} host bytes in its FDP statistics): a "
                    "cell starts on a never-written namespace, in a fresh VM")
-    if system == "baseline":
+    if on_file_system(system):
         if facts.fstype not in ("", settings.filesystem):
             out.append(f"{facts.namespace} carries a {facts.fstype} signature; the baseline "
                        f"only formats a blank namespace or keeps an existing "
@@ -175,7 +175,7 @@ def prepare(facts: Facts, settings: Vm, system: str) -> list[str]:
     if facts.scheduler is not None and "[none]" not in facts.scheduler:
         scheduler.write_text("none\n")
         changed.append(f"echo none > {scheduler}")
-    if system != "baseline":
+    if not on_file_system(system):
         return changed
     if facts.fstype == "":
         cmd = [f"mkfs.{settings.filesystem}", *MKFS_OPTIONS, ns]

@@ -40,10 +40,12 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def render_conf(dest: Path, slimio_block: str = "", **values) -> str:
-    """Write redis.conf from the template; ``slimio_block`` is empty except for system slimio."""
+def render_conf(dest: Path, slimio_block: str = "", appendonly: bool = True,
+                **values) -> str:
+    """Write redis.conf from the template; ``slimio_block`` is empty except for system slimio,
+    ``appendonly`` is False for the no-persistence bound only."""
     text = string.Template(layout.REDIS_CONF_TEMPLATE.read_text()).substitute(
-        slimio_block=slimio_block, **values)
+        slimio_block=slimio_block, appendonly="yes" if appendonly else "no", **values)
     dest.write_text(text)
     return text
 

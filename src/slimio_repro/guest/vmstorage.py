@@ -35,7 +35,7 @@ from pathlib import Path
 
 from . import fdp, fsimage, layout
 from . import roofline as rooflinemod
-from .cellplan import Placement, Vm
+from .cellplan import Placement, Vm, on_file_system
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
@@ -101,7 +101,7 @@ class GuestStorage:
                              "device? (ls -l /dev/ng*)")
         self.system = system
         self.fstype = settings.filesystem
-        if system == "baseline":
+        if on_file_system(system):
             self.mountpoint = Path(settings.mountpoint)
             found = _findmnt(self.mountpoint)
             if found is None or found["source"] != self.namespace \

@@ -9,14 +9,14 @@ take the plan; nothing downstream reads the raw configuration.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import paths
 from ..build import ycsb as ycsb_build
 from ..guest import (POLICY_APPENDFSYNC, Bare, Cell, CellPlan, Placement, RedisBenchmark,
                      Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA, build_system,
-                     is_slimio)
+                     is_slimio, persists, policies_of)
 from . import checks, sizing
 from .device import load_device_profile
 
@@ -87,14 +87,16 @@ def _slimio(config: dict, system: str, testbed: str, workload: str) -> Slimio:
                   load_snapshot=s["load_snapshot"])
 
 
-def _vm(config: dict, profile) -> Vm:
+def _vm(config: dict, profile, roofline: bool = True) -> Vm:
+    """testbeds.vm for a cell; ``roofline=False`` leaves the device roofline out."""
     v = config["testbeds"]["vm"]
+    roof = v["roofline"] if roofline else {**v["roofline"], "enabled": False}
     return Vm(device=profile, accel=v["accel"], cpus=v["cpus"], memory_mb=v["memory_mb"],
               emulator_path=v["emulator_path"], namespace=v["namespace"],
               passthru_device=v["passthru_device"], controller=v["controller"],
               endurance_group=v["endurance_group"], filesystem=v["filesystem"],
               mountpoint=v["mountpoint"], guest_scratch_dir=v["guest_scratch_dir"],
-              roofline=Roofline(**v["roofline"]), storage_pool=v["storage_pool"],
+              roofline=Roofline(**roof), storage_pool=v["storage_pool"],
               boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
 
 
@@ -115,9 +117,14 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
     ycsb_version = ycsb_build.pinned_version()
     server = config["server"]
     cells = []
-    for testbed, system, workload, policy in itertools.product(
-            m["testbeds"], m["systems"], m["workloads"], m["policies"]):
+    combos = [(testbed, system, workload, policy) for testbed, system, workload in
+              itertools.product(m["testbeds"], m["systems"], m["workloads"])
+              for policy in policies_of(system, m["policies"])]
+    for testbed, system, workload, policy in combos:
         w = config["workloads"][workload]
+        # The no-persistence bound writes nothing: no On-Demand-Snapshot, nothing to
+        # recover, and no device roofline (its siblings measure the same namespace's).
+        logs = persists(system)
         derived = Sizing(
             appendfsync=POLICY_APPENDFSYNC[policy],
             auto_aof_rewrite_min_size_bytes=sizing.aof_rewrite_min_size_bytes(config, workload),
@@ -139,17 +146,19 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
             cells.append(CellPlan(
                 cell=Cell(testbed, system, workload, policy, rep),
                 profile=config["profile"], redis_version=version,
-                workload=_workload(workload, w),
+                workload=(_workload(workload, w) if logs else
+                          replace(_workload(workload, w), on_demand_snapshot=False)),
                 server=Server(sampler_interval_s=float(server["sampler_interval_s"]),
                               start_timeout_s=float(server["start_timeout_s"]),
                               snapshot_timeout_s=float(server["snapshot_timeout_s"])),
-                recovery=Recovery(**config["recovery"]),
+                recovery=(Recovery(**config["recovery"]) if logs else
+                          Recovery(**{**config["recovery"], "enabled": False})),
                 sizing=derived,
                 slimio=_slimio(config, system, testbed, workload) if is_slimio(system) else None,
                 bare=(Bare(filesystem=config["testbeds"]["bare"]["filesystem"],
                            direct_io=config["testbeds"]["bare"]["direct_io"])
                       if testbed == "bare" else None),
-                vm=_vm(config, profile) if testbed == "vm" else None,
+                vm=_vm(config, profile, roofline=logs) if testbed == "vm" else None,
                 redis_bin_dir=str(bin_dir), ycsb_dir=str(ycsb_dir) if ycsb_dir else None,
                 needs=needs))
     return Plan(profile=config["profile"], redis_version=version, results_dir=p.results_dir,
