@@ -153,6 +153,28 @@ def cmd_crash_campaign(args) -> int:
     return 0 if crash.passed(summary) else 1
 
 
+def cmd_bench(args) -> int:
+    """The systems side by side, interleaved, under each policy; the table on stdout."""
+    from datetime import datetime, timezone
+
+    from .run import bench
+    config = _config(args)
+    testbed = args.testbed
+    systems = args.systems.split(",") if args.systems else bench.DEFAULT_SYSTEMS[testbed]
+    policies = args.policies.split(",") if args.policies else ["periodical", "always"]
+    requests = args.requests or bench.DEFAULT_REQUESTS[testbed]
+    warmup = requests // 10 if args.warmup is None else args.warmup
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.out) if args.out else (
+        paths.REPO_ROOT / config["results_dir"] / "bench" / f"{testbed}-{stamp}")
+    bench.check(out, systems, args.rounds, requests, warmup)
+    plans = planmod.bench_plans(config, testbed, systems, policies, requests, warmup)
+    box = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
+    print(bench.run(plans, out, args.rounds, warmup, box if testbed == "vm" else None), end="")
+    print(f"written: {out}")
+    return 0
+
+
 def cmd_report(args) -> int:
     """Render results/report.html from a run's verdicts, tables and figures."""
     from . import report
@@ -261,6 +283,22 @@ def main(argv: list[str] | None = None) -> int:
                    help="bare: kill -9 on this host (file backend; default); vm: SlimIO on "
                    "the nvme backend in a testbed VM, the VM destroyed as the power cut")
     p.set_defaults(func=cmd_crash_campaign)
+    p = with_config(sub.add_parser(
+        "bench", help="nopersist, baseline and slimio (and slimio-nofdp in a VM) side by "
+        "side, interleaved, under each policy: the median and spread of each ratio"))
+    p.add_argument("--testbed", choices=["bare", "vm"], default="bare",
+                   help="bare: this host, a fresh ext4 image per run (default); vm: one VM "
+                   "of the config's vm testbed, its namespace formatted for each run")
+    p.add_argument("--systems", help="comma-separated (default: nopersist,baseline,slimio; "
+                   "and slimio-nofdp in a VM)")
+    p.add_argument("--policies", help="comma-separated: periodical,always (the default)")
+    p.add_argument("--rounds", type=int, default=3, help="rounds of interleaved runs (3)")
+    p.add_argument("--requests", type=int, help="measured SETs per run (default: 150000 on "
+                   "bare, 30000 in a VM)")
+    p.add_argument("--warmup", type=int, help="SETs before each run's measurement (default: "
+                   "a tenth of --requests)")
+    p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
+    p.set_defaults(func=cmd_bench)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)
@@ -281,7 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return args.func(args)
     except (planmod.ConfigError, sources.SourceError, build.BuildError,
-            CellError, slimio.SlimioError, KeyError, ValueError) as exc:
+            CellError, slimio.SlimioError, KeyError, ValueError, RuntimeError) as exc:
         print(f"slimio-repro: error: {exc}", file=sys.stderr)
         return 2
 

@@ -7,8 +7,8 @@ tests/test_architecture.py checks it, and imports the package with the host-only
 absent. The other stages use what ``__all__`` names.
 """
 
-from . import (benchmark, fdp, fsimage, layout, phases, provenance, redislog, roofline,
-               server, slimio, vmstorage, ycsb)
+from . import (bench, benchmark, fdp, fsimage, layout, phases, provenance, redislog,
+               roofline, server, slimio, vmstorage, ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
 from .cellplan import (CELL_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
                        POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
@@ -19,7 +19,7 @@ from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "benchmark", "fdp", "fsimage", "layout", "phases", "provenance", "redislog", "roofline",
+    "bench", "benchmark", "fdp", "fsimage", "layout", "phases", "provenance", "redislog", "roofline",
     "server", "slimio", "vmstorage", "ycsb",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",

@@ -1,5 +1,7 @@
 """``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM), and
-``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand).
+``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand), and
+``python3 -m slimio_repro.guest bench --plans-json F --rounds N --warmup N --out DIR`` (the
+bench's VM: :mod:`.bench`).
 
 The plan was made and validated on the host (the guest has no jsonschema); its build paths
 are the box's (testbed.vm puts them there).
@@ -12,6 +14,7 @@ import json
 import sys
 from pathlib import Path
 
+from . import bench
 from .cell import CellError, run
 from .cellplan import SYSTEMS, CellPlan
 from .provision import provision
@@ -33,7 +36,22 @@ def main(argv: list[str] | None = None) -> int:
                    "device profile are used)")
     q.add_argument("--system", choices=SYSTEMS,
                    help="the system to prepare for (default: the plan's)")
+    b = sub.add_parser("bench", help="the bench's runs (slimio-repro bench --testbed vm)")
+    b.add_argument("--plans-json", required=True, help="a JSON list of cell plans, one per "
+                   "system and policy")
+    b.add_argument("--rounds", type=int, required=True)
+    b.add_argument("--warmup", type=int, required=True, help="warm-up SETs per run")
+    b.add_argument("--out", required=True, help="where runs.jsonl goes")
     args = ap.parse_args(argv)
+    if args.command == "bench":
+        plans = [CellPlan.from_dict(p) for p in json.loads(Path(args.plans_json).read_text())]
+        try:
+            bench.run(plans, args.rounds, args.warmup, Path(args.out),
+                      say=lambda line: print(line, flush=True))
+        except (bench.BenchError, GuestError) as exc:
+            print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+            return 2
+        return 0
     plan = CellPlan.from_json(Path(args.plan_json).read_text())
     try:
         if args.command == "provision":

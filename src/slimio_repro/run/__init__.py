@@ -10,6 +10,7 @@ from pathlib import Path
 
 from ..guest import CellPlan, run_cell as run_here
 from ..testbed import vm
+from . import bench
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
@@ -21,4 +22,4 @@ def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
     return run_here(plan, out_dir)
 
 
-__all__ = ["run_cell"]
+__all__ = ["bench", "run_cell"]

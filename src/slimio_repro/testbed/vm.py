@@ -305,6 +305,33 @@ def work_dir(setting: str | None) -> Path:
     return work
 
 
+def make_vm(plan: CellPlan, vm_dir: Path, box_file: Path, log: Path) -> Vm:
+    """The VM of ``plan`` (its size, accelerator and a blank NVMe namespace) in ``vm_dir``,
+    not yet booted (:meth:`Vm.up`); the box imported into libvirt's pool first."""
+    box = ensure_box(box_file, plan.vm.storage_pool, log)
+    image = vm_dir / "nvme.img"
+    with open(image, "xb") as fh:
+        fh.truncate(plan.vm.device.capacity_bytes)
+    os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
+    return Vm(vm_dir, spec(plan, vm_dir, box, box_file, boot_files(box_file, vm_dir),
+                           management_network()), log)
+
+
+def guest_python(vm: Vm, args: str, extra: dict[str, bytes], timeout: float,
+                 clear: list[str] = ()) -> subprocess.CompletedProcess:
+    """One SSH command: the code (and the ``extra`` files, e.g. a plan) go into the guest's
+    repository directory, the paths in ``clear`` are removed, and ``python3 -m
+    slimio_repro.guest ARGS`` runs as root; its output (stdout and stderr) is returned,
+    whatever its exit status."""
+    code = _repo_tar(extra=extra)
+    return vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {' '.join(clear)} && "
+                  f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
+                  f"sudo tar -xzf - -C {GUEST_REPO_DIR} && "
+                  f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
+                  f"python3 -m slimio_repro.guest {args} 2>&1", check=False,
+                  stdin=code, timeout=timeout)
+
+
 def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``."""
     cell = plan.cell
@@ -324,15 +351,9 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     os.chmod(vm_dir, 0o755)
     log = records / "vagrant.log"
     phases = cellphases.Phases()
-    box = ensure_box(box_file, vm_cfg.storage_pool, log)
-    image = vm_dir / "nvme.img"
-    with open(image, "xb") as fh:
-        fh.truncate(profile.capacity_bytes)
-    os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
-    the_spec = spec(plan, vm_dir, box, box_file, boot_files(box_file, vm_dir),
-                    management_network())
+    vm = make_vm(plan, vm_dir, box_file, log)
+    the_spec = vm.spec
     (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
-    vm = Vm(vm_dir, the_spec, log)
     box_record = json.loads(box_file.with_suffix(".json").read_text())
     host_prov = {"host": provenance.host(), "git": provenance.git(),
                  "tools": provenance.vm_tools(), "box": box_record,
@@ -346,16 +367,12 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         # One SSH command for the whole cell: the code and the plan go in, the guest
         # provisions itself (guest.provision) after checking that it is the box that was
         # booted, then runs the cell.
-        code = _repo_tar(extra={layout.RAW_PLAN: guest_plan(plan).to_json().encode()})
-        proc = vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {guest_raw} {guest_raw}.partial && "
-                      f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
-                      f"sudo tar -xzf - -C {GUEST_REPO_DIR} && "
-                      f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
-                      f"python3 -m slimio_repro.guest run-cell --plan-json "
-                      f"{GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
-                      f"--expect-box-id {box_record['inputs_sha256']} "
-                      f"--expect-kernel {box_record['guest_kernel']} 2>&1", check=False,
-                      stdin=code, timeout=plan.workload.timeout_s * 3)
+        proc = guest_python(
+            vm, f"run-cell --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
+                f"--expect-box-id {box_record['inputs_sha256']} "
+                f"--expect-kernel {box_record['guest_kernel']}",
+            {layout.RAW_PLAN: guest_plan(plan).to_json().encode()},
+            timeout=plan.workload.timeout_s * 3, clear=[guest_raw, f"{guest_raw}.partial"])
         (records / "guest-run-cell.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])

@@ -1,0 +1,127 @@
+"""The bench (slimio-repro bench): its plans, its schedule, its ratios; and a real bare run."""
+
+import json
+import subprocess
+
+import pytest
+
+from conftest import VENV_BIN
+from slimio_repro import paths
+from slimio_repro import plan as planmod
+from slimio_repro.guest import bench as guest_bench
+from slimio_repro.plan import sizing
+from slimio_repro.run import bench
+
+
+@pytest.fixture
+def config():
+    return planmod.load([paths.CONFIG_DIR / "config.yaml"])
+
+
+def _plans(config, testbed="bare", systems=("nopersist", "baseline", "slimio"),
+           requests=20_000, warmup=2_000):
+    return planmod.bench_plans(config, testbed, list(systems), ["periodical", "always"],
+                               requests, warmup)
+
+
+def test_bench_plans_measure_the_wal_path_alone(config):
+    """No rewrite (the trigger is above the WAL of warm-up plus measurement), no SlimIO
+    early rewrite (5/8 of its region is above the trigger), no snapshot, no recovery."""
+    plans = _plans(config)
+    assert sorted((p.cell.system, p.cell.policy) for p in plans) == sorted(
+        [("nopersist", "none")] + [(s, p) for s in ("baseline", "slimio")
+                                   for p in ("periodical", "always")])
+    wal = 22_000 * sizing.aof_bytes_per_set(8, 4096)
+    for p in plans:
+        assert p.workload.requests == 20_000 and not p.workload.on_demand_snapshot
+        assert not p.recovery.enabled
+        assert p.sizing.auto_aof_rewrite_min_size_bytes > wal
+        if p.is_slimio:
+            assert p.slimio.wal_size_bytes * 5 / 8 > p.sizing.auto_aof_rewrite_min_size_bytes
+
+
+def test_vm_bench_plans_have_no_roofline_and_include_slimio_nofdp(config):
+    plans = _plans(config, "vm", bench.DEFAULT_SYSTEMS["vm"], 1000, 100)
+    assert {p.cell.system for p in plans} == set(bench.DEFAULT_SYSTEMS["vm"])
+    assert all(not p.vm.roofline.enabled for p in plans)
+
+
+def test_schedule_interleaves_and_rotates(config):
+    """Each round runs every system once per policy block, the bound included, in an
+    order rotated by one per round."""
+    plans = _plans(config)
+    todo = guest_bench.schedule(plans, 3)
+    assert len(todo) == 3 * 2 * 3
+    blocks = [(r, block) for r, block, _ in todo]
+    assert blocks == [(r, b) for r in range(3) for b in ("periodical", "always")
+                      for _ in range(3)]
+    first = [p.cell.system for r, b, p in todo if b == "periodical"]
+    assert first[:3] == ["nopersist", "baseline", "slimio"]
+    assert first[3:6] == ["baseline", "slimio", "nopersist"]
+    assert first[6:9] == ["slimio", "nopersist", "baseline"]
+    for r, block, p in todo:
+        assert p.cell.policy == (block if p.persists else "none")
+
+
+def test_ratios_are_per_round_then_median_and_spread():
+    runs = []
+    for k, (np_, base, slim) in enumerate([(100, 50, 60), (110, 55, 44), (90, 45, 90)]):
+        for system, rps in (("nopersist", np_), ("baseline", base), ("slimio", slim)):
+            runs.append({"round": k, "policy_block": "always", "system": system, "rps": rps})
+    rows = {r["ratio"]: r for r in bench._ratio_rows(runs)}
+    assert rows["slimio / baseline"]["values"] == pytest.approx([1.2, 0.8, 2.0])
+    assert rows["slimio / baseline"]["median"] == pytest.approx(1.2)
+    assert (rows["slimio / baseline"]["min"], rows["slimio / baseline"]["max"]) == \
+        pytest.approx((0.8, 2.0))
+    assert rows["baseline / nopersist"]["median"] == pytest.approx(0.5)
+    assert "slimio-nofdp / baseline" not in rows
+
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(rounds=0), "--rounds 0"),
+    (dict(requests=0), "--requests 0"),
+    (dict(systems=["nopersist"]), "at least one system that persists"),
+])
+def test_bad_options_are_refused_before_anything_runs(tmp_path, kw, message):
+    args = dict(out_dir=tmp_path / "b", systems=["baseline"], rounds=1, requests=10, warmup=0)
+    args.update(kw)
+    with pytest.raises(bench.BenchError, match=message):
+        bench.check(**args)
+
+
+def test_an_existing_result_is_never_overwritten(tmp_path):
+    (tmp_path / "b").mkdir()
+    (tmp_path / "b" / "bench.md").write_text("earlier")
+    proc = subprocess.run([str(VENV_BIN / "slimio-repro"), "bench", "--out",
+                           str(tmp_path / "b")], capture_output=True, text=True)
+    assert proc.returncode == 2 and "never overwrites a result" in proc.stderr
+    assert (tmp_path / "b" / "bench.md").read_text() == "earlier"
+
+
+def test_a_wal_too_small_for_the_bench_is_named_at_planning_time(config):
+    config["slimio"]["wal_size_mb"] = 8
+    plans = _plans(config)      # the bench sizes the WAL region itself
+    assert all(p.slimio.wal_size_bytes > 8 << 20 for p in plans if p.is_slimio)
+
+
+@pytest.mark.slow
+def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bin, tmp_path):
+    """A real bench on this host at tiny scale: every run of the schedule, no rewrite, the
+    ratio table with both policies, the provenance."""
+    out = tmp_path / "bench"
+    proc = subprocess.run([str(VENV_BIN / "slimio-repro"), "bench", "--rounds", "2",
+                           "--requests", "4000", "--warmup", "400", "--out", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert len(runs) == 2 * 2 * 3
+    assert all(r["requests_completed"] == 4000 and r["rps"] > 0 for r in runs)
+    assert all(r["aof_rewrites"] == 0 for r in runs)
+    md = (out / "bench.md").read_text()
+    assert md in proc.stdout and "[12/12] round 2 always" in proc.stdout
+    for policy in ("periodical", "always"):
+        assert f"| {policy} | slimio / baseline | 2 |" in md
+        assert f"| {policy} | slimio / nopersist | 2 |" in md
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["git"]["commit"] and len(prov["plans"]) == 5
+    assert prov["where"]["tools"]["redis-server"] and prov["where"]["host"]["cpu_model"]
