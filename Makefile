@@ -5,6 +5,9 @@
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
 #   make crash-campaign  SlimIO and stock Redis crashed and restarted 1000 times (config's
 #                    crash section; results/crash/summary.md); exit 1 on any finding
+#   make bench       nopersist, baseline and slimio side by side, interleaved, under both
+#                    policies (BENCH_TESTBED=bare by default, or vm; BENCH_ARGS for more,
+#                    e.g. --rounds 5); prints the ratios, keeps them in results/bench/
 #   make nightly     the nightly regression: the ci profile, fresh, compared with the
 #                    committed reference (results/reference/nightly.json); exit 1 on a
 #                    regression
@@ -25,7 +28,7 @@ NIGHTLY_REFERENCE ?= results/reference/nightly.json
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host reproduce crash-campaign nightly test test-fast lint
+.PHONY: bootstrap setup-host reproduce crash-campaign bench nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -50,6 +53,15 @@ reproduce: setup-host
 crash-campaign: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores 1 crash_campaign \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+BENCH_TESTBED ?= bare
+BENCH_ARGS ?=
+# The VM bench needs the guest box; on bare, the two Redis builds.
+bench: setup-host
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) \
+	  $(if $(filter vm,$(BENCH_TESTBED)),build/box/slimio-guest.box,build_redis)
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/slimio-repro bench --testbed $(BENCH_TESTBED) \
+	  $(BENCH_ARGS)
 
 # Every cell is run afresh (--forcerun run_cell; the builds stay cached), then compared.
 nightly: setup-host

@@ -324,3 +324,30 @@ def test_power_cut_campaign_in_a_vm(tmp_path):
         assert g["slots_passed"] == g["slots_checked"] and g["ok"] == 1
     assert json.loads((out / "campaign.json").read_text())["params"]["testbed"] == "vm"
     assert set(_domains()) == before, "the campaign's VM was left behind"
+
+
+def test_bench_in_a_vm(tmp_path):
+    """slimio-repro bench --testbed vm: one VM, its namespace formatted for each run (F2FS
+    for the baseline and the bound, raw for SlimIO through passthru with and without FDP),
+    every system under both policies, the VM destroyed afterwards."""
+    require_root()
+    from slimio_repro import plan as configmod
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
+    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
+    assert snakemake("--cores", "all", str(box_file.relative_to(REPO))).returncode == 0
+    before = set(_domains())
+    out = tmp_path / "bench"
+    proc = subprocess.run([sys.executable, "-m", "slimio_repro", "bench", "--testbed", "vm",
+                           "--rounds", "1", "--requests", "2000", "--warmup", "200",
+                           "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
+    assert sorted((r["policy_block"], r["system"]) for r in runs) == sorted(
+        (p, s) for p in ("periodical", "always")
+        for s in ("nopersist", "baseline", "slimio", "slimio-nofdp"))
+    assert all(r["requests_completed"] == 2000 and r["aof_rewrites"] == 0 for r in runs)
+    md = (out / "bench.md").read_text()
+    assert "| always | slimio / baseline | 1 |" in md and "Testbed vm" in md
+    prov = json.loads((out / "provenance.json").read_text())
+    assert prov["vm"]["accel"] in ("kvm", "tcg") and prov["where"]["host"]["hostname"]
+    assert set(_domains()) == before, "the bench's VM was left behind"

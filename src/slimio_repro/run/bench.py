@@ -88,7 +88,8 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
     ratios, rates = _ratio_rows(runs), _rate_rows(runs)
     pd.DataFrame(runs).drop(columns=["argv"], errors="ignore").to_csv(out_dir / "runs.csv",
                                                                        index=False)
-    pd.DataFrame(ratios).drop(columns=["values"]).to_csv(out_dir / "ratios.csv", index=False)
+    pd.DataFrame(ratios, columns=["policy", "ratio", "rounds", "median", "min", "max"]
+                 ).to_csv(out_dir / "ratios.csv", index=False)
     about = (f"Testbed {prov['testbed']}, {prov['rounds']} rounds, {prov['requests']:,} SETs "
              f"per run after {prov['warmup_requests']:,} of warm-up; "
              f"{prov['clients']} clients, {prov['value_size_bytes']} B values, "
