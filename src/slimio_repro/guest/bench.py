@@ -73,7 +73,8 @@ def storage(plan: CellPlan, scratch: Path):
 
     bare: a fresh file-system image, as a cell gets. vm: the guest's namespace, made what
     the system needs: its file system made afresh and mounted (baseline, nopersist), or the
-    raw namespace with every signature wiped (SlimIO formats it)."""
+    raw namespace with every signature and any earlier SlimIO layout wiped (SlimIO formats
+    it)."""
     if plan.cell.testbed == "bare":
         with fsimage.fresh_image(scratch / "fs.img", scratch / "mnt", plan.bare.filesystem,
                                  plan.sizing.image_size_bytes, plan.bare.direct_io) as fs:
@@ -92,7 +93,12 @@ def storage(plan: CellPlan, scratch: Path):
         finally:
             run_tool(["umount", ns])
         return
+    # No signature for SlimIO to refuse: the file system's (wipefs), and an earlier run's
+    # SlimIO layout, whose metadata records are the namespace's first LBAs (libblkid does
+    # not know them).
     run_tool(["wipefs", "-a", ns])
+    run_tool(["dd", "if=/dev/zero", f"of={ns}", "bs=1M", "count=1", "oflag=direct",
+              "status=none"])
     yield scratch, Path(vm.passthru_device if plan.slimio.backend == "nvme" else ns)
 
 
