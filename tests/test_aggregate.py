@@ -393,6 +393,7 @@ def test_the_bound_gives_every_rps_ratio_its_ceiling(side_by_side, tmp_path):
             assert row.system_fraction_of_bound == pytest.approx(system / top)
     md = (tmp_path / "t" / "table3_ratios.md").read_text()
     assert "| Bound (n) | Bound / Baseline | System / Bound |" in md
+    assert f"| {top:,.1f} (2) |" in md
     t3 = (tmp_path / "t" / "table3_redis_benchmark.md").read_text()
     assert "| No persistence | No persistence (bound) | bare | 2 |" in t3
     assert "AOF and snapshots off (it writes nothing)" in t3

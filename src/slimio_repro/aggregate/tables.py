@@ -340,6 +340,7 @@ def ratio_markdown(table: pd.DataFrame, columns, title: str, paper_table: str,
         def num(v, n):
             if v is None or pd.isna(v):
                 return "n/a"
+            n = int(n)      # a column with a missing n is float in pandas
             return f"{v:,.1f} ({n})" if abs(v) >= 100 else f"{v:.3f} ({n})"
         def rate(v):
             return "n/a" if v is None or pd.isna(v) else f"{v:.3f}"
