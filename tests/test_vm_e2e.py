@@ -300,17 +300,23 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
     assert not re.search(r"\d+ (skipped|failed|error)", out), out[-3000:]
 
 
-def test_power_cut_campaign_in_a_vm(tmp_path):
-    """The crash campaign's power cut (slimio-repro crash-campaign --testbed vm): SlimIO on
-    the nvme backend in a VM, the VM destroyed mid-write, booted again, the clients' data
-    checked; then a second cut or a shutdown, and the exported slots checked by stock
-    tools. One iteration per policy."""
+def _box_built_and_domains() -> set[str]:
+    """Build the guest box the default config names (a no-op when it is current); return
+    the libvirt domains that exist now, to check that nothing is left behind."""
     require_root()
     from slimio_repro import plan as configmod
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
     box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
     assert snakemake("--cores", "all", str(box_file.relative_to(REPO))).returncode == 0
-    before = set(_domains())
+    return set(_domains())
+
+
+def test_power_cut_campaign_in_a_vm(tmp_path):
+    """The crash campaign's power cut (slimio-repro crash-campaign --testbed vm): SlimIO on
+    the nvme backend in a VM, the VM destroyed mid-write, booted again, the clients' data
+    checked; then a second cut or a shutdown, and the exported slots checked by stock
+    tools. One iteration per policy."""
+    before = _box_built_and_domains()
     out = tmp_path / "crash"
     proc = subprocess.run([sys.executable, "-m", "slimio_repro", "crash-campaign", "--testbed",
                            "vm", "--iterations", "2", "--out", str(out), "--work-dir",
@@ -330,12 +336,7 @@ def test_bench_in_a_vm(tmp_path):
     """slimio-repro bench --testbed vm: one VM, its namespace formatted for each run (F2FS
     for the baseline and the bound, raw for SlimIO through passthru with and without FDP),
     every system under both policies, the VM destroyed afterwards."""
-    require_root()
-    from slimio_repro import plan as configmod
-    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
-    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
-    assert snakemake("--cores", "all", str(box_file.relative_to(REPO))).returncode == 0
-    before = set(_domains())
+    before = _box_built_and_domains()
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "-m", "slimio_repro", "bench", "--testbed", "vm",
                            "--rounds", "1", "--requests", "2000", "--warmup", "200",

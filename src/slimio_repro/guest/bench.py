@@ -22,18 +22,17 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
-import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
 from . import benchmark, fsimage, layout, provenance, slimio
 from .cellplan import CellPlan, on_file_system
+from .provision import MKFS_OPTIONS, MOUNT_OPTIONS
 from .server import RedisServer, free_port, render_conf
-from .vmstorage import run_tool
+from .vmstorage import mounted, run_tool
 
 RUNS_FILE = "runs.jsonl"
-MOUNT_OPTIONS = "noatime"
 
 
 class BenchError(RuntimeError):
@@ -62,11 +61,6 @@ def schedule(plans: list[CellPlan], rounds: int) -> list[tuple[int, str, CellPla
     return out
 
 
-def _mounted(source: str) -> bool:
-    return subprocess.run(["findmnt", "-n", "--source", source],
-                          capture_output=True).returncode == 0
-
-
 @contextmanager
 def storage(plan: CellPlan, scratch: Path):
     """A run's storage: (the data directory's parent, SlimIO's device or None).
@@ -82,10 +76,10 @@ def storage(plan: CellPlan, scratch: Path):
         return
     vm = plan.vm
     ns, mountpoint = vm.namespace, Path(vm.mountpoint)
-    if _mounted(ns):
+    if mounted(ns):
         run_tool(["umount", ns])
     if on_file_system(plan.cell.system):
-        run_tool([f"mkfs.{vm.filesystem}", "-f", ns])
+        run_tool([f"mkfs.{vm.filesystem}", *MKFS_OPTIONS, ns])
         mountpoint.mkdir(parents=True, exist_ok=True)
         run_tool(["mount", "-t", vm.filesystem, "-o", MOUNT_OPTIONS, ns, str(mountpoint)])
         try:

@@ -113,7 +113,7 @@ class GuestStorage:
             self.mount_options = found["options"]
             self.data_parent = self.mountpoint
         else:
-            if _findmnt_source(self.namespace):
+            if mounted(self.namespace):
                 raise GuestError(f"{self.namespace} is mounted; system {system} needs the raw "
                                  "namespace: provision the guest for it")
             self.mountpoint = None
@@ -165,7 +165,8 @@ class GuestStorage:
         return out
 
 
-def _findmnt_source(device: str) -> bool:
+def mounted(device: str) -> bool:
+    """Whether ``device`` is mounted anywhere."""
     proc = subprocess.run(["findmnt", "--source", device], capture_output=True, text=True)
     return proc.returncode == 0
 
