@@ -81,3 +81,17 @@ def test_no_placement_and_sqpoll_render():
     assert "slimio-trace-marker" not in d and d["slimio-deallocate"] == "yes"
     traced = directives(slimio.conf_block(s, Path("/d"), Path("/sys/kernel/tracing/trace_marker")))
     assert traced["slimio-trace-marker"] == "/sys/kernel/tracing/trace_marker"
+
+
+def test_a_regular_file_device_is_not_deallocated(tmp_path):
+    """The bare testbed's device file keeps its blocks written (slimio.deallocates): no
+    deallocation by the format nor by the server; a device node is deallocated."""
+    plan = cell_plan("vm-slimio-redis-benchmark-periodical-r1")
+    dev = tmp_path / "slimio.dev"
+    dev.write_bytes(b"")
+    assert directives(slimio.conf_block(plan.slimio, dev))["slimio-deallocate"] == "no"
+    assert "--no-deallocate" in slimio.format_command(Path("admin"), dev, plan.slimio)
+    node = Path("/dev/null")
+    assert directives(slimio.conf_block(plan.slimio, node))["slimio-deallocate"] == "yes"
+    assert "--no-deallocate" not in slimio.format_command(Path("admin"), node, plan.slimio)
+

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 
@@ -64,6 +65,21 @@ static struct {
     int refusing;                   /* writes refused: the region is full */
     uint64_t refusals;              /* times it filled */
 } S;
+
+/* Group commit (Always-Log): the main thread does not wait for the WAL. A reply built in
+ * epoch e (the event-loop iteration between two WAL hand-overs) is held until everything
+ * appended by the end of e is durable; meanwhile the loop serves other clients, whose
+ * commands join the next batch. See slimio.h, "Group commit". */
+#define SLIMIO_EPOCH_QUEUE 64
+static struct {
+    unsigned long long open;        /* replies built now belong to this epoch */
+    unsigned long long durable;     /* epochs up to this one are durable */
+    struct { unsigned long long epoch; uint64_t total; } q[SLIMIO_EPOCH_QUEUE];
+    unsigned qh, qn;                /* closed epochs not yet durable, oldest first */
+    list *held;                     /* clients whose replies wait */
+    int fd;                         /* eventfd the WAL's completion thread writes */
+    uint64_t holds, releases, wakeups;
+} G = {.open = 1, .fd = -1};
 
 /* Periodical-Log's loss window (slimioWalBoundLag): Redis's everysec contract. */
 #define SLIMIO_MAX_UNWRITTEN_US 1000000
@@ -740,6 +756,8 @@ static void walFull(void *ctx) {
     }
 }
 
+static void groupCommitWake(aeEventLoop *el, int fd, void *privdata, int mask);
+
 void slimioOpenWalOnServerStart(void) {
     char err[512];
     if (slimioWalOpen(&S.wal, &S.be, &S.meta, (unsigned)slimio_cfg.ring_entries,
@@ -747,6 +765,14 @@ void slimioOpenWalOnServerStart(void) {
         fatal("%s", err);
     S.wal.on_full = walFull;
     S.wal_open = 1;
+    if (slimio_cfg.group_commit) {
+        G.held = listCreate();
+        G.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (G.fd < 0) fatal("cannot create the group-commit eventfd: %s", strerror(errno));
+        if (aeCreateFileEvent(server.el, G.fd, AE_READABLE, groupCommitWake, NULL) == AE_ERR)
+            fatal("cannot watch the group-commit eventfd: %s", strerror(errno));
+        slimioWalSetNotify(&S.wal, G.fd);
+    }
     if (S.restore_on_demand) {
         /* Rebase: the restored dataset becomes the WAL-Snapshot of a fresh WAL history. */
         if (writeSnapshot(SLIMIO_KIND_WAL_SNAPSHOT, NULL) != C_OK ||
@@ -832,6 +858,119 @@ ssize_t slimioAofWrite(const char *buf, size_t len) {
 
 int slimioAofFsync(void) {
     return S.wal_open ? slimioWalSync(&S.wal) : 0;
+}
+
+/* Group commit applies under Always-Log with the main thread writing every reply (no I/O
+ * threads: they would write replies this module does not see). */
+static int groupCommitActive(void) {
+    return G.held && server.aof_fsync == AOF_FSYNC_ALWAYS && server.io_threads_num == 1;
+}
+
+int slimioAofAlwaysFsync(void) {
+    if (!S.wal_open) return 0;
+    if (!groupCommitActive()) return slimioWalSync(&S.wal);
+    /* The batch is on its way (FUA): replies wait for it in slimioHoldReply instead of the
+     * whole server waiting here. An earlier failure is reported as stock Redis's fsync
+     * error (always: exit). */
+    if (slimioWalError(&S.wal)) { errno = EIO; return -1; }
+    return 0;
+}
+
+void slimioStampReply(client *c) {
+    c->slimio_epoch = G.open;
+}
+
+/* Move the durable epoch up to what the WAL has made durable. */
+static void advanceEpochs(void) {
+    if (!G.qn) return;
+    uint64_t d = slimioWalDurableTotal(&S.wal);
+    while (G.qn && G.q[G.qh].total <= d) {
+        G.durable = G.q[G.qh].epoch;
+        G.qh = (G.qh + 1) % SLIMIO_EPOCH_QUEUE;
+        G.qn--;
+    }
+}
+
+/* Always-Log's fsync error, as stock Redis reports it: the held replies never go out. */
+static void groupCommitCheckError(void) {
+    int e = slimioWalError(&S.wal);
+    if (!e) return;
+    serverLog(LL_WARNING, "Can't persist AOF for fsync error when the AOF fsync policy is "
+              "'always': %s. Exiting...", strerror(-e));
+    exit(1);
+}
+
+/* handleClientsWithPendingWrites(), first: the epoch ends (everything propagated so far
+ * was handed to the WAL by flushAppendOnlyFile just before), and held clients whose
+ * epochs are durable go back to the pending-write queue. */
+void slimioCloseEpoch(void) {
+    if (!G.held) return;
+    unsigned long long e = G.open++;
+    uint64_t total = slimioWalAppendedTotal(&S.wal);
+    unsigned last = (G.qh + G.qn + SLIMIO_EPOCH_QUEUE - 1) % SLIMIO_EPOCH_QUEUE;
+    if (G.qn && G.q[last].total == total) {
+        G.q[last].epoch = e;            /* nothing new appended: the same level */
+    } else if (G.qn == SLIMIO_EPOCH_QUEUE) {
+        G.q[last].epoch = e;            /* full: the newest entry covers e too (later) */
+        G.q[last].total = total;
+    } else {
+        unsigned i = (G.qh + G.qn++) % SLIMIO_EPOCH_QUEUE;
+        G.q[i].epoch = e;
+        G.q[i].total = total;
+    }
+    slimioReleaseHeld();
+}
+
+int slimioHoldReply(client *c) {
+    if (!groupCommitActive() || c->slimio_epoch <= G.durable) return 0;
+    /* Wanted before the level is read: an advance after the read is always notified. */
+    slimioWalWantNotify(&S.wal, 1);
+    advanceEpochs();
+    if (c->slimio_epoch <= G.durable) return 0;
+    groupCommitCheckError();
+    if (!c->slimio_held) {
+        listAddNodeTail(G.held, c);
+        c->slimio_held = listLast(G.held);
+        G.holds++;
+    }
+    return 1;
+}
+
+void slimioReleaseHeld(void) {
+    if (!G.held || !listLength(G.held)) return;
+    advanceEpochs();
+    listIter li;
+    listNode *ln;
+    listRewind(G.held, &li);
+    while ((ln = listNext(&li))) {
+        client *c = listNodeValue(ln);
+        if (c->slimio_epoch > G.durable) continue;
+        listDelNode(G.held, ln);
+        c->slimio_held = NULL;
+        putClientInPendingWriteQueue(c);
+        G.releases++;
+    }
+    if (listLength(G.held)) groupCommitCheckError();
+    else slimioWalWantNotify(&S.wal, 0);
+}
+
+void slimioForgetClient(client *c) {
+    if (!c->slimio_held) return;
+    listDelNode(G.held, c->slimio_held);
+    c->slimio_held = NULL;
+}
+
+/* The WAL's completion thread made more durable (or failed). */
+static void groupCommitWake(aeEventLoop *el, int fd, void *privdata, int mask) {
+    UNUSED(el);
+    UNUSED(privdata);
+    UNUSED(mask);
+    uint64_t v;
+    ssize_t rc;
+    do rc = read(fd, &v, sizeof(v));
+    while (rc < 0 && errno == EINTR);
+    G.wakeups++;
+    slimioReleaseHeld();
 }
 
 void slimioAofBackgroundFsync(void) {
@@ -933,12 +1072,18 @@ sds slimioGenInfoString(sds info) {
         (unsigned long long)ds->errors, (unsigned long long)ds->marker_errors,
         S.dealloc.marker_path ? S.dealloc.marker_path : "");
     info = sdscatprintf(info,
+        "slimio_group_commit:%d\r\nslimio_group_commit_active:%d\r\n"
+        "slimio_held_clients:%lu\r\nslimio_reply_holds:%llu\r\nslimio_reply_releases:%llu\r\n"
+        "slimio_group_commit_wakeups:%llu\r\n"
         "slimio_sqpoll:%d\r\nslimio_snapshots_wal_snapshot:%llu\r\nslimio_snapshots_on_demand:%llu\r\n"
         "slimio_promotions:%llu\r\nslimio_last_snapshot_kind:%s\r\nslimio_last_snapshot_bytes:%llu\r\n"
         "slimio_last_snapshot_time_s:%.3f\r\nslimio_last_snapshot_mbps:%.1f\r\n"
         "slimio_recovery_slot:%d\r\nslimio_recovery_wal_gens:%llu\r\nslimio_recovery_wal_bytes:%llu\r\n"
         "slimio_recovery_bytes:%llu\r\nslimio_recovery_device_bytes:%llu\r\n"
         "slimio_recovery_time_s:%.3f\r\nslimio_recovery_mbps:%.1f\r\n",
+        slimio_cfg.group_commit, groupCommitActive(),
+        G.held ? (unsigned long)listLength(G.held) : 0UL, (unsigned long long)G.holds,
+        (unsigned long long)G.releases, (unsigned long long)G.wakeups,
         slimio_cfg.sqpoll, (unsigned long long)S.snapshots[SLIMIO_KIND_WAL_SNAPSHOT],
         (unsigned long long)S.snapshots[SLIMIO_KIND_ON_DEMAND], (unsigned long long)S.promotions,
         S.promotions ? kindName(S.last_snapshot_kind) : "none",

@@ -37,6 +37,7 @@ typedef struct slimioConfig {
     int load_snapshot;
     int deallocate;             /* slimio-deallocate */
     char *trace_marker;         /* slimio-trace-marker, NULL = none */
+    int group_commit;           /* slimio-group-commit */
 } slimioConfig;
 
 extern slimioConfig slimio_cfg;
@@ -72,6 +73,31 @@ ssize_t slimioAofWrite(const char *buf, size_t len);
 int slimioAofFsync(void);
 void slimioAofBackgroundFsync(void);
 #define slimioFsync(fd) (slimioEnabled() ? slimioAofFsync() : redis_fsync(fd))
+/* flushAppendOnlyFile()'s fsync under appendfsync always: with group commit, it does not
+ * wait (the replies do, below); without, it is slimioAofFsync. */
+int slimioAofAlwaysFsync(void);
+#define slimioAlwaysFsync(fd) (slimioEnabled() ? slimioAofAlwaysFsync() : redis_fsync(fd))
+
+/* Group commit (slimio-group-commit yes, Always-Log, io-threads 1). Stock Redis under
+ * appendfsync always writes and fsyncs the AOF in beforeSleep and only then sends the
+ * iteration's replies: the server does nothing while the device works. Here the WAL batch
+ * is submitted with FUA and the server goes on; instead, every reply waits until what was
+ * appended before it was built is durable:
+ *   prepareClientToWrite       -> slimioStampReply: the reply belongs to the open epoch
+ *   handleClientsWithPendingWrites, first -> slimioCloseEpoch: the epoch ends at the WAL's
+ *                                 appended level (the AOF buffer was just handed over);
+ *                                 held clients whose epochs are durable are queued again
+ *   ... for each client        -> slimioHoldReply: 1 = not yet durable, the client waits
+ *   sendReplyToClient          -> slimioHoldReply too (a client with a write handler)
+ *   freeClient                 -> slimioForgetClient
+ * The WAL's completion thread wakes the event loop through an eventfd when the durable
+ * level advances. No reply, to a write or a read, leaves before the writes it may reflect
+ * are durable: the same guarantee as stock's, and a crash loses no acknowledged write. */
+void slimioStampReply(client *c);
+void slimioCloseEpoch(void);
+int slimioHoldReply(client *c);
+void slimioReleaseHeld(void);
+void slimioForgetClient(client *c);
 
 /* Fork child of a rewrite: the WAL-Snapshot into the Reserve slot. C_OK / C_ERR. */
 int slimioRewriteAppendOnlyFile(void);

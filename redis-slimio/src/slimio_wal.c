@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "slimio_failpoint.h"
 
@@ -30,6 +31,16 @@ static uint64_t genLba(const slimioWal *w, uint64_t b) {
 }
 
 static void submitFlush(slimioWal *w);
+
+/* Lock held (completion thread): the durable level advanced, or an error was recorded. */
+static void notifyLocked(slimioWal *w) {
+    if (w->notify_fd < 0 || !atomic_load(&w->notify_wanted)) return;
+    uint64_t one = 1;
+    ssize_t rc;
+    do rc = write(w->notify_fd, &one, sizeof(one));
+    while (rc < 0 && errno == EINTR);
+    /* EAGAIN: the counter is saturated, so a wake-up is pending anyway. */
+}
 static void markAppend(slimioWal *w, uint64_t now);
 static void submitBatch(slimioWal *w);
 
@@ -51,6 +62,7 @@ static void batchPartDone(slimioReq *req, int res) {
             if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
             if (w->appended > w->written) submitBatch(w);
         }
+        notifyLocked(w);
         pthread_cond_broadcast(&w->cond);
     }
     pthread_mutex_unlock(&w->lock);
@@ -66,6 +78,7 @@ static void flushDone(slimioReq *req, int res) {
         slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
         if (w->flush_wanted && !w->write_inflight && w->written > w->durable) submitFlush(w);
     }
+    notifyLocked(w);
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
 }
@@ -139,6 +152,7 @@ static void submitBatch(slimioWal *w) {
 int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ring_entries,
                   size_t stage_bytes, char *err, size_t errlen) {
     memset(w, 0, sizeof(*w));
+    w->notify_fd = -1;
     w->be = be;
     w->meta = meta;
     w->lba_size = be->dev.lba_size;
@@ -201,6 +215,7 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
     w->gen = *g;
     w->head_lba = next.gens[0].start_lba;
     w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
+    w->base_total += w->appended;   /* all of it durable: a switch drains and flushes */
     w->appended = w->written = w->durable = 0;
     w->mark_first = w->mark_n = 0;
     w->stat_gens++;
@@ -349,6 +364,39 @@ void slimioWalFlushAsync(slimioWal *w) {
         }
     }
     pthread_mutex_unlock(&w->lock);
+}
+
+uint64_t slimioWalAppendedTotal(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    uint64_t v = w->base_total + w->appended;
+    pthread_mutex_unlock(&w->lock);
+    return v;
+}
+
+uint64_t slimioWalDurableTotal(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    uint64_t v = w->base_total + w->durable;
+    pthread_mutex_unlock(&w->lock);
+    return v;
+}
+
+int slimioWalError(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    int e = w->error;
+    pthread_mutex_unlock(&w->lock);
+    return e;
+}
+
+void slimioWalSetNotify(slimioWal *w, int fd) {
+    pthread_mutex_lock(&w->lock);
+    w->notify_fd = fd;
+    pthread_mutex_unlock(&w->lock);
+}
+
+void slimioWalWantNotify(slimioWal *w, int wanted) {
+    /* Stored before the caller's next lock of w->lock (slimioWalDurableTotal): a completion
+     * that advances the level after that read finds it set under the same lock. */
+    atomic_store(&w->notify_wanted, wanted);
 }
 
 void slimioWalSetFua(slimioWal *w, int fua) {

@@ -21,6 +21,7 @@
 #define SLIMIO_WAL_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -67,6 +68,9 @@ struct slimioWal {
     int batch_fua;              /* the batch in flight was */
     uint64_t batch_base;        /* `written` when it was submitted */
     int error;                  /* sticky negative errno of a failed write or flush */
+    uint64_t base_total;        /* bytes appended to earlier generations (totals below) */
+    int notify_fd;              /* eventfd written when durability advances (-1: none) */
+    _Atomic int notify_wanted;  /* ... and only while someone waits for it */
     slimioWalPart parts[SLIMIO_WAL_BATCH_PARTS];
     slimioWalPart flush_part;
 
@@ -113,6 +117,20 @@ int slimioWalSync(slimioWal *w);
  * acknowledgement goes out while the window is exceeded: a crash then loses at most the
  * writes of the window (Redis's everysec contract: a second, two when a flush is slow). */
 int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undurable_us);
+
+/* Bytes appended, and bytes durable, over every generation of this process: monotonic
+ * levels for callers that wait for durability without blocking (group commit). */
+uint64_t slimioWalAppendedTotal(slimioWal *w);
+uint64_t slimioWalDurableTotal(slimioWal *w);
+/* The sticky negative errno of a failed write or flush, or 0. */
+int slimioWalError(slimioWal *w);
+
+/* Durability notifications: while wanted (slimioWalWantNotify(w, 1)), every advance of
+ * the durable level (and every error) adds 1 to the eventfd fd, from the completion
+ * thread. Call slimioWalWantNotify before reading slimioWalDurableTotal: an advance after
+ * that read is then always notified. */
+void slimioWalSetNotify(slimioWal *w, int fd);
+void slimioWalWantNotify(slimioWal *w, int wanted);
 
 /* Ask for a flush of everything appended so far, without waiting. */
 void slimioWalFlushAsync(slimioWal *w);

@@ -28,6 +28,21 @@ class SlimioError(RuntimeError):
     pass
 
 
+def deallocates(device: Path) -> bool:
+    """Whether SlimIO deallocates on ``device``: on a block or NVMe device, yes (as mkfs
+    discards); on a regular file (the bare testbed's stand-in for a raw LBA space), no.
+
+    An SSD's deallocation costs its next write of those LBAs nothing. A file's (a punched
+    hole) costs that write a block allocation, and a durable write a journal commit as
+    well: measured on this host (redis-benchmark, 50 clients, 4 KiB SETs, a file on ext4
+    on a loop device), SlimIO ran at 30.7 k SET/s under Always-Log and 52.4 k under
+    Periodical-Log on a deallocated WAL region against 37.8 k and 59.7 k on a written one.
+    Nothing on the bare testbed reads the deallocated ranges (no device trace, no FTL
+    model), so the file keeps its blocks written, as :func:`create_device` made them.
+    """
+    return not device.is_file()
+
+
 def conf_block(s: Slimio, device: Path, trace_marker: Path | None = None) -> str:
     """The slimio-* lines of redis.conf (all immutable; SlimIO works with appendonly yes).
 
@@ -52,7 +67,7 @@ def conf_block(s: Slimio, device: Path, trace_marker: Path | None = None) -> str
         f"slimio-placement-wal-snapshot {p.wal_snapshot}",
         f"slimio-placement-on-demand {p.on_demand}",
         f"slimio-load-snapshot {s.load_snapshot}",
-        "slimio-deallocate yes",
+        f"slimio-deallocate {'yes' if deallocates(device) else 'no'}",
     ]
     if trace_marker is not None:
         lines.append(f"slimio-trace-marker {trace_marker}")
@@ -91,7 +106,8 @@ def create_device(path: Path, size_bytes: int) -> None:
 def format_command(admin: Path, device: Path, s: Slimio,
                    trace_marker: Path | None = None) -> list[str]:
     """slimio-admin format (it deallocates the WAL region and the slots first, as mkfs
-    discards a device; each range goes to ``trace_marker`` when given)."""
+    discards a device; each range goes to ``trace_marker`` when given), except on a regular
+    file (:func:`deallocates`)."""
     return [str(admin), "format", "--device", str(device),
             "--wal-mib", str(s.wal_size_bytes // MIB),
             "--slot-mib", str(s.slot_size_bytes // MIB),
@@ -99,7 +115,8 @@ def format_command(admin: Path, device: Path, s: Slimio,
             "--placement-wal", str(s.placement_ids.wal),
             "--placement-wal-snapshot", str(s.placement_ids.wal_snapshot),
             "--placement-on-demand", str(s.placement_ids.on_demand)] + \
-        (["--trace-marker", str(trace_marker)] if trace_marker is not None else [])
+        (["--trace-marker", str(trace_marker)] if trace_marker is not None else []) + \
+        ([] if deallocates(device) else ["--no-deallocate"])
 
 
 def device_command(admin: Path, device: Path, lba_size: int) -> list[str]:
