@@ -900,9 +900,9 @@ static void groupCommitCheckError(void) {
     exit(1);
 }
 
-/* handleClientsWithPendingWrites(), first: the epoch ends (everything propagated so far
- * was handed to the WAL by flushAppendOnlyFile just before), and held clients whose
- * epochs are durable go back to the pending-write queue. */
+/* beforeSleep(), after flushAppendOnlyFile: the epoch ends (everything propagated so far
+ * was handed to the WAL just before), and held clients whose epochs are durable go back to
+ * the pending-write queue, which beforeSleep serves next. */
 void slimioCloseEpoch(void) {
     if (!G.held) return;
     unsigned long long e = G.open++;

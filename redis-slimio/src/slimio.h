@@ -84,10 +84,12 @@ int slimioAofAlwaysFsync(void);
  * is submitted with FUA and the server goes on; instead, every reply waits until what was
  * appended before it was built is durable:
  *   prepareClientToWrite       -> slimioStampReply: the reply belongs to the open epoch
- *   handleClientsWithPendingWrites, first -> slimioCloseEpoch: the epoch ends at the WAL's
- *                                 appended level (the AOF buffer was just handed over);
- *                                 held clients whose epochs are durable are queued again
- *   ... for each client        -> slimioHoldReply: 1 = not yet durable, the client waits
+ *   beforeSleep, after flushAppendOnlyFile -> slimioCloseEpoch: the epoch ends at the
+ *                                 WAL's appended level (the AOF buffer was just handed
+ *                                 over); held clients whose epochs are durable are queued
+ *                                 again (every iteration, clients pending or not)
+ *   handleClientsWithPendingWrites, each client -> slimioHoldReply: 1 = not yet durable,
+ *                                 the client waits
  *   sendReplyToClient          -> slimioHoldReply too (a client with a write handler)
  *   freeClient                 -> slimioForgetClient
  * The WAL's completion thread wakes the event loop through an eventfd when the durable
