@@ -900,10 +900,13 @@ static void groupCommitCheckError(void) {
     exit(1);
 }
 
-/* beforeSleep(), after flushAppendOnlyFile: the epoch ends (everything propagated so far
- * was handed to the WAL just before), and held clients whose epochs are durable go back to
- * the pending-write queue, which beforeSleep serves next. */
-void slimioCloseEpoch(void) {
+/* beforeSleep(), after flushAppendOnlyFile: a Periodical-Log batch that waited long
+ * enough goes (slimioWalKick); with group commit the epoch ends (everything propagated so
+ * far was handed to the WAL just before), and held clients whose epochs are durable go
+ * back to the pending-write queue, which beforeSleep serves next. */
+void slimioBeforeSleep(void) {
+    if (!S.wal_open) return;
+    slimioWalKick(&S.wal);
     if (!G.held) return;
     unsigned long long e = G.open++;
     uint64_t total = slimioWalAppendedTotal(&S.wal);
@@ -1034,7 +1037,8 @@ sds slimioGenInfoString(sds info) {
             "slimio_wal_staging_waits:%llu\r\nslimio_wal_error:%d\r\n"
             "slimio_wal_lag_waits:%llu\r\nslimio_wal_lag_wait_us:%llu\r\n"
             "slimio_wal_reserve_lbas:%llu\r\nslimio_wal_early_rewrites:%llu\r\n"
-            "slimio_wal_refusing_writes:%d\r\nslimio_wal_full_refusals:%llu\r\n",
+            "slimio_wal_refusing_writes:%d\r\nslimio_wal_full_refusals:%llu\r\n"
+            "slimio_wal_min_batch_bytes:%llu\r\n",
             (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
             (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
             (unsigned long long)slimioWalUsedBlocks(w),
@@ -1047,7 +1051,7 @@ sds slimioGenInfoString(sds info) {
             (unsigned long long)w->stat_stage_waits, w->error,
             (unsigned long long)w->stat_lag_waits, (unsigned long long)w->stat_lag_wait_us,
             (unsigned long long)w->reserve_blocks, (unsigned long long)S.early_rewrites,
-            S.refusing, (unsigned long long)S.refusals);
+            S.refusing, (unsigned long long)S.refusals, (unsigned long long)w->min_batch);
         pthread_mutex_unlock(&w->lock);
         slimioRingStats *rs = &w->ring.stats;
         info = sdscatprintf(info,

@@ -84,7 +84,7 @@ int slimioAofAlwaysFsync(void);
  * is submitted with FUA and the server goes on; instead, every reply waits until what was
  * appended before it was built is durable:
  *   prepareClientToWrite       -> slimioStampReply: the reply belongs to the open epoch
- *   beforeSleep, after flushAppendOnlyFile -> slimioCloseEpoch: the epoch ends at the
+ *   beforeSleep, after flushAppendOnlyFile -> slimioBeforeSleep: the epoch ends at the
  *                                 WAL's appended level (the AOF buffer was just handed
  *                                 over); held clients whose epochs are durable are queued
  *                                 again (every iteration, clients pending or not)
@@ -96,7 +96,9 @@ int slimioAofAlwaysFsync(void);
  * level advances. No reply, to a write or a read, leaves before the writes it may reflect
  * are durable: the same guarantee as stock's, and a crash loses no acknowledged write. */
 void slimioStampReply(client *c);
-void slimioCloseEpoch(void);
+/* beforeSleep, after flushAppendOnlyFile: the Periodical-Log batch kick (slimio_wal.h,
+ * SLIMIO_WAL_MIN_BATCH) and the end of the group-commit epoch. */
+void slimioBeforeSleep(void);
 int slimioHoldReply(client *c);
 void slimioReleaseHeld(void);
 void slimioForgetClient(client *c);

@@ -43,6 +43,16 @@ static void notifyLocked(slimioWal *w) {
 }
 static void markAppend(slimioWal *w, uint64_t now);
 static void submitBatch(slimioWal *w);
+static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now, int drop);
+
+/* Lock held, no batch in flight: whether what is appended but not written goes now
+ * (slimio_wal.h: SLIMIO_WAL_MIN_BATCH). */
+static int batchDue(slimioWal *w) {
+    uint64_t pending = w->appended - w->written;
+    if (!pending) return 0;
+    if (w->fua || w->flush_wanted || pending >= w->min_batch) return 1;
+    return lagUs(w, w->written, nowUs(), 0) >= SLIMIO_WAL_MAX_DELAY_US;
+}
 
 /* Completion of one part of a write batch (completion thread). */
 static void batchPartDone(slimioReq *req, int res) {
@@ -60,7 +70,7 @@ static void batchPartDone(slimioReq *req, int res) {
                 slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
             }
             if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
-            if (w->appended > w->written) submitBatch(w);
+            if (batchDue(w)) submitBatch(w);
         }
         notifyLocked(w);
         pthread_cond_broadcast(&w->cond);
@@ -190,6 +200,8 @@ int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ri
     w->flush_part.req.ctx = &w->flush_part;
     w->flush_part.req.done = flushDone;
     w->reserve_blocks = meta->wal_lbas / SLIMIO_WAL_RESERVE_DIV;
+    w->min_batch = SLIMIO_WAL_MIN_BATCH;
+    if (w->min_batch > w->stage_bytes / 4) w->min_batch = w->stage_bytes / 4;
     if (slimioRingInit(&w->ring, be, ring_entries, 0, err, errlen) < 0) {
         munmap(w->stage, w->stage_bytes);
         munmap(w->bounce, w->lba_size);
@@ -273,7 +285,7 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
         w->appended += n;
         p += n;
         left -= n;
-        if (!w->write_inflight) submitBatch(w);
+        if (!w->write_inflight && batchDue(w)) submitBatch(w);
     }
     w->stat_appends++;
     w->stat_bytes += len;
@@ -352,6 +364,12 @@ int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undu
     }
     pthread_mutex_unlock(&w->lock);
     return rc;
+}
+
+void slimioWalKick(slimioWal *w) {
+    pthread_mutex_lock(&w->lock);
+    if (!w->error && !w->write_inflight && batchDue(w)) submitBatch(w);
+    pthread_mutex_unlock(&w->lock);
 }
 
 void slimioWalFlushAsync(slimioWal *w) {
