@@ -16,7 +16,8 @@ COMMON = dict(port=6390, data_dir="/mnt/data", log_file="/raw/redis.log",
               appendfsync="everysec", auto_aof_rewrite_percentage=1,
               auto_aof_rewrite_min_size=123456789)
 OPTIONS = ["slimio-device", "slimio-backend", "slimio-format", "slimio-wal-size",
-           "slimio-slot-size", "slimio-lba-size", "slimio-sqpoll", "slimio-ring-entries",
+           "slimio-slot-size", "slimio-lba-size", "slimio-sqpoll", "slimio-group-commit",
+           "slimio-ring-entries",
            "slimio-wal-buffer-size", "slimio-readahead-size", "slimio-placement-wal",
            "slimio-placement-wal-snapshot", "slimio-placement-on-demand",
            "slimio-load-snapshot", "slimio-deallocate"]
@@ -58,6 +59,7 @@ def test_slimio_conf_has_every_option_once(rendered, default_config):
     assert int(d["slimio-wal-size"]) == cells.slimio_wal_size_bytes(default_config)
     assert int(d["slimio-slot-size"]) == layout["slimio_slot_size_bytes"]
     assert d["slimio-lba-size"] == "4096" and d["slimio-sqpoll"] == "no"
+    assert d["slimio-group-commit"] == "yes"
     assert (d["slimio-wal-buffer-size"], d["slimio-readahead-size"]) == ("8mb", "4mb")
     assert (d["slimio-placement-wal"], d["slimio-placement-wal-snapshot"],
             d["slimio-placement-on-demand"]) == ("1", "3", "2")

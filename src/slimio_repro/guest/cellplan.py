@@ -179,6 +179,8 @@ class Slimio:
     readahead_size_mb: int
     placement_ids: Placement
     load_snapshot: str
+    # slimio-group-commit (a default: plans written before it load, and ran without it).
+    group_commit: bool = True
 
     def layout(self) -> dict:
         """The layout's sizes under the names the records use (``slimio_*_bytes``)."""

@@ -60,6 +60,7 @@ def conf_block(s: Slimio, device: Path, trace_marker: Path | None = None) -> str
         f"slimio-slot-size {s.slot_size_bytes}",
         f"slimio-lba-size {s.lba_size_bytes}",
         f"slimio-sqpoll {'yes' if s.sqpoll else 'no'}",
+        f"slimio-group-commit {'yes' if s.group_commit else 'no'}",
         f"slimio-ring-entries {s.ring_entries}",
         f"slimio-wal-buffer-size {s.wal_buffer_size_mb}mb",
         f"slimio-readahead-size {s.readahead_size_mb}mb",

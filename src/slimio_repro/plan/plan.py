@@ -81,7 +81,8 @@ def _slimio(config: dict, system: str, testbed: str, workload: str) -> Slimio:
                   wal_size_bytes=sizing.slimio_wal_size_bytes(config, workload),
                   slot_size_bytes=sizing.slimio_slot_size_bytes(config, workload),
                   device_bytes=sizing.slimio_device_bytes(config, workload),
-                  sqpoll=s["sqpoll"], ring_entries=s["ring_entries"],
+                  sqpoll=s["sqpoll"], group_commit=s["group_commit"],
+                  ring_entries=s["ring_entries"],
                   wal_buffer_size_mb=s["wal_buffer_size_mb"],
                   readahead_size_mb=s["readahead_size_mb"], placement_ids=placement,
                   load_snapshot=s["load_snapshot"])
