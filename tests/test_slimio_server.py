@@ -358,6 +358,28 @@ def test_group_commit_is_off_under_periodical_log(slim):
 
 
 @device
+def test_periodical_log_gathers_batches_and_writes_them_soon(slim):
+    """Periodical-Log writes in batches of at least 1 MiB (slimio_wal.h): small appends
+    wait in the staging buffer, but never longer than about one event-loop iteration past
+    10 ms (the kick in beforeSleep; an idle server wakes every 100 ms)."""
+    s = slim(policy="periodical")
+    s.start()
+    cli = s.server.client(timeout=10)
+    for i in range(200):
+        cli.set(f"small:{i}", "x" * 100)
+    info = s.info()
+    assert info["slimio_wal_min_batch_bytes"] == 1 << 20
+    assert info["slimio_wal_appends"] >= 200
+    assert info["slimio_wal_batches"] < info["slimio_wal_appends"] / 4, info
+    time.sleep(0.5)                     # idle: the next kicks find the data old enough
+    info = s.info()
+    assert info["slimio_wal_gen_written_bytes"] == info["slimio_wal_gen_appended_bytes"] > 0
+    write_mixed(cli, 300)               # 1 MiB gathers quickly: batches of at least that
+    info = s.info()
+    assert info["slimio_wal_batches"] < info["slimio_wal_appends"] / 4, info
+
+
+@device
 def test_pipelined_clients_are_released(slim):
     """Regression: a pipelining client held at the end of one event-loop iteration was
     released only when another event woke the loop (the epoch had not ended: Redis 7.0
