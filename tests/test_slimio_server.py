@@ -330,14 +330,16 @@ def timed_sets(port: int, n: int) -> tuple[float, list[float]]:
 @pytest.mark.parametrize("group_commit", ["yes", "no"])
 def test_always_replies_wait_for_durability(slim, group_commit):
     """Each WAL batch completes WAL_DELAY_S late (a failpoint delay in the completion
-    path). No SET is acknowledged sooner, with group commit or without; with it, 8 clients'
-    SETs share batches (two, maybe three, not eight)."""
+    path). No SET is acknowledged sooner, with group commit or without, and 8 clients' SETs
+    share batches (fewer than 8: on the host two or three, in a TCG guest, where the clients
+    trickle in, about four)."""
     s = slim(policy="always", extra={"slimio-group-commit": group_commit})
     s.start(failpoints=f"wal.after-write=delay:{int(WAL_DELAY_S * 1e6)}")
+    batches = s.info()["slimio_wal_batches"]
     elapsed, lat = timed_sets(s.port, 8)
     assert len(lat) == 8 and min(lat) >= WAL_DELAY_S, lat
-    assert elapsed < 4 * WAL_DELAY_S, (elapsed, lat)
     info = s.info()
+    assert info["slimio_wal_batches"] - batches < 8, (elapsed, lat)
     assert info["slimio_group_commit"] == (group_commit == "yes")
     assert info["slimio_group_commit_active"] == (group_commit == "yes")
     if group_commit == "yes":
@@ -361,22 +363,30 @@ def test_group_commit_is_off_under_periodical_log(slim):
 def test_periodical_log_gathers_batches_and_writes_them_soon(slim):
     """Periodical-Log writes in batches of at least 1 MiB (slimio_wal.h): small appends
     wait in the staging buffer, but never longer than about one event-loop iteration past
-    10 ms (the kick in beforeSleep; an idle server wakes every 100 ms)."""
+    10 ms (the kick in beforeSleep; an idle server wakes every 100 ms). So 200 small SETs
+    one after the other make at most a batch per 10 ms (and the everysec flush's), not one
+    each, however fast the round trip is."""
     s = slim(policy="periodical")
     s.start()
     cli = s.server.client(timeout=10)
+    before = s.info()["slimio_wal_batches"]
+    t0 = time.monotonic()
     for i in range(200):
         cli.set(f"small:{i}", "x" * 100)
+    elapsed = time.monotonic() - t0
     info = s.info()
     assert info["slimio_wal_min_batch_bytes"] == 1 << 20
     assert info["slimio_wal_appends"] >= 200
-    assert info["slimio_wal_batches"] < info["slimio_wal_appends"] / 4, info
+    batches = info["slimio_wal_batches"] - before
+    assert batches <= elapsed / 0.010 + elapsed + 2, (batches, elapsed)
     time.sleep(0.5)                     # idle: the next kicks find the data old enough
     info = s.info()
     assert info["slimio_wal_gen_written_bytes"] == info["slimio_wal_gen_appended_bytes"] > 0
-    write_mixed(cli, 300)               # 1 MiB gathers quickly: batches of at least that
-    info = s.info()
-    assert info["slimio_wal_batches"] < info["slimio_wal_appends"] / 4, info
+    before, t0 = info["slimio_wal_batches"], time.monotonic()
+    write_mixed(cli, 300)               # pipelined: one append per event-loop iteration
+    elapsed = time.monotonic() - t0
+    batches = s.info()["slimio_wal_batches"] - before
+    assert batches <= elapsed / 0.010 + elapsed + 2, (batches, elapsed)
 
 
 @device

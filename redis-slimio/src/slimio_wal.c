@@ -43,7 +43,6 @@ static void notifyLocked(slimioWal *w) {
 }
 static void markAppend(slimioWal *w, uint64_t now);
 static void submitBatch(slimioWal *w);
-static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now, int drop);
 
 /* Lock held, no batch in flight: whether what is appended but not written goes now
  * (slimio_wal.h: SLIMIO_WAL_MIN_BATCH). */
@@ -51,7 +50,7 @@ static int batchDue(slimioWal *w) {
     uint64_t pending = w->appended - w->written;
     if (!pending) return 0;
     if (w->fua || w->flush_wanted || pending >= w->min_batch) return 1;
-    return lagUs(w, w->written, nowUs(), 0) >= SLIMIO_WAL_MAX_DELAY_US;
+    return nowUs() - w->pending_since_us >= SLIMIO_WAL_MAX_DELAY_US;
 }
 
 /* Completion of one part of a write batch (completion thread). */
@@ -228,7 +227,7 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
     w->head_lba = next.gens[0].start_lba;
     w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
     w->base_total += w->appended;   /* all of it durable: a switch drains and flushes */
-    w->appended = w->written = w->durable = 0;
+    w->appended = w->written = w->durable = w->batch_end = 0;
     w->mark_first = w->mark_n = 0;
     w->stat_gens++;
     pthread_mutex_unlock(&w->lock);
@@ -253,7 +252,10 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
         errno = ENOSPC;
         return -1;
     }
-    markAppend(w, nowUs());
+    uint64_t now = nowUs();
+    markAppend(w, now);
+    /* Nothing waited to be submitted: the wait of what follows starts now (batchDue). */
+    if (w->appended == w->batch_end) w->pending_since_us = now;
     size_t left = len;
     while (left) {
         /* Staging room: live blocks span from the one holding `written` to the end. */

@@ -78,6 +78,7 @@ struct slimioWal {
     uint64_t batch_base;        /* `written` when it was submitted */
     int error;                  /* sticky negative errno of a failed write or flush */
     uint64_t min_batch;         /* SLIMIO_WAL_MIN_BATCH, capped by the staging buffer */
+    uint64_t pending_since_us;  /* when the first byte not yet submitted was appended */
     uint64_t base_total;        /* bytes appended to earlier generations (totals below) */
     int notify_fd;              /* eventfd written when durability advances (-1: none) */
     _Atomic int notify_wanted;  /* ... and only while someone waits for it */
