@@ -277,9 +277,38 @@ def test_roofline_table_divides_each_snapshot_by_its_own_fio_run(vm_records, rec
     (bare,) = [l for l in md.splitlines() if l.startswith("| Periodical-Log | Baseline | bare |")]
     snapshot, _ = _mean(records, "baseline", "periodical", "redis-benchmark",
                         "on_demand_snapshot_mb_s")
-    assert bare == f"| Periodical-Log | Baseline | bare | 2 | {snapshot:.1f} ± 0.0 | n/a | n/a |"
+    assert bare == (f"| Periodical-Log | Baseline | bare | 2 | {snapshot:.1f} ± 0.0 | n/a | n/a "
+                    "| n/a | n/a |")
     assert "sequential-write job through NVMe passthru" in md
     assert "block size 128 KiB, iodepth 16" in md
+
+
+def test_a_snapshot_is_held_against_the_slower_of_its_two_bounds():
+    """The no-I/O rate is the group's slimio cells' BGSAVE into nothing; a cell's bound time
+    is the longer of its bytes at that rate and at its own fio rate (worked by hand)."""
+    pd = __import__("pandas")
+    base = {"testbed": "vm", "workload": "redis-benchmark", "policy": "always"}
+    cells = pd.DataFrame([
+        # slimio: 100 MB into nothing in 0.5 s and 0.25 s: 200 and 400 MB/s, mean 300.
+        {**base, "system": "slimio", "snapshot_bound_bytes": 100e6, "snapshot_bound_s": 0.5,
+         "on_demand_snapshot_bytes": 90e6, "roofline_seq_write_mb_s": 3000.0,
+         "on_demand_snapshot_child_s": 0.45},
+        {**base, "system": "slimio", "snapshot_bound_bytes": 100e6, "snapshot_bound_s": 0.25,
+         "on_demand_snapshot_bytes": 90e6, "roofline_seq_write_mb_s": 3000.0,
+         "on_demand_snapshot_child_s": 0.6},
+        # baseline: 120 MB; its device (60 MB/s) is slower than the no-I/O rate: 2 s.
+        {**base, "system": "baseline", "on_demand_snapshot_bytes": 120e6,
+         "roofline_seq_write_mb_s": 60.0, "on_demand_snapshot_child_s": 3.0},
+        # another policy has no slimio cell: no bound, not an error.
+        {**base, "policy": "periodical", "system": "baseline",
+         "on_demand_snapshot_bytes": 120e6, "roofline_seq_write_mb_s": 60.0,
+         "on_demand_snapshot_child_s": 3.0},
+    ])
+    got = aggregate.snapshot_bounds(cells)
+    assert list(got.snapshot_bound_mb_s[:3]) == pytest.approx([300.0] * 3)
+    assert list(got.snapshot_floor_s[:3]) == pytest.approx([0.3, 0.3, 2.0])
+    assert list(got.snapshot_bound_ratio[:3]) == pytest.approx([1.5, 2.0, 1.5])
+    assert pd.isna(got.snapshot_bound_ratio.iloc[3])
 
 
 def test_roofline_without_fio_says_so(records, tmp_path):

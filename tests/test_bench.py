@@ -77,6 +77,41 @@ def test_ratios_are_per_round_then_median_and_spread():
     assert "slimio-nofdp / baseline" not in rows
 
 
+def test_snapshot_and_recovery_ratios_take_their_bounds_from_the_same_round():
+    """The snapshot's no-I/O bound is the slimio run's BGSAVE into nothing; a recovery's own
+    bound is the same run's log loaded from memory."""
+    runs = []
+    for k, scale in enumerate([1.0, 2.0]):       # a slow round moves every run alike
+        runs += [
+            {"round": k, "policy_block": "always", "system": "nopersist", "rps": 100,
+             "aof_rewrites": 0,
+             "snapshot_s": 1.2 * scale, "recovery_s": 0.5 * scale},
+            {"round": k, "policy_block": "always", "system": "baseline", "rps": 50,
+             "aof_rewrites": 0,
+             "snapshot_s": 2.0 * scale, "recovery_s": 1.5 * scale,
+             "recovery_bound_s": 1.0 * scale},
+            {"round": k, "policy_block": "always", "system": "slimio", "rps": 60,
+             "aof_rewrites": 0,
+             "snapshot_s": 1.1 * scale, "snapshot_bound_s": 1.0 * scale,
+             "recovery_s": 0.9 * scale, "recovery_bound_s": 0.75 * scale}]
+    rows = {(r["metric"], r["ratio"]): r for r in bench._ratio_rows(runs)}
+    nothing = "no-I/O bound (BGSAVE into nothing)"
+    assert rows[("snapshot time", f"slimio / {nothing}")]["values"] == pytest.approx([1.1, 1.1])
+    assert rows[("snapshot time", f"baseline / {nothing}")]["median"] == pytest.approx(2.0)
+    assert rows[("snapshot time", "slimio / baseline")]["median"] == pytest.approx(0.55)
+    assert rows[("recovery time", "slimio / its log loaded from memory")]["median"] == \
+        pytest.approx(1.2)
+    assert rows[("recovery time", "baseline / the RDB loaded from memory")]["median"] == \
+        pytest.approx(3.0)
+    assert rows[("recovery time", "slimio / baseline")]["median"] == pytest.approx(0.6)
+    # The bound has no log of its own, and nothing is divided by a missing number.
+    assert ("recovery time", "nopersist / its log loaded from memory") not in rows
+    md = bench.markdown(bench._with_rates(runs), list(rows.values()), bench._rate_rows(runs),
+                        "about")
+    assert "## Ratios of snapshot time (lower is better" in md
+    assert "| always | slimio / baseline | 2 | 0.600 | 0.600-0.600 |" in md
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(rounds=0), "--rounds 0"),
     (dict(requests=0), "--requests 0"),
@@ -122,6 +157,18 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
     for policy in ("periodical", "always"):
         assert f"| {policy} | slimio / baseline | 2 |" in md
         assert f"| {policy} | slimio / nopersist | 2 |" in md
+        assert f"| {policy} | slimio / no-I/O bound (BGSAVE into nothing) | 2 |" in md
+        assert f"| {policy} | slimio / its log loaded from memory | 2 |" in md
+    # Every run took its snapshot and recovered it (each load checked by DEBUG DIGEST),
+    # and each system loaded its own log from memory; the bound's data stayed in memory.
+    for r in runs:
+        assert r["snapshot_s"] > 0 and r["snapshot_bytes"] > 0 and r["recovery_s"] >= 0
+        assert ("recovery_bound_s" in r) == (r["system"] != "nopersist")
+        assert ("snapshot_bound_s" in r) == (r["system"] == "slimio")
+    slim = [r for r in runs if r["system"] == "slimio"]
+    # Into nothing, the same dataset serialises to about the bytes SlimIO wrote.
+    assert all(abs(r["snapshot_bound_bytes"] - r["snapshot_bytes"]) < 0.01 * r["snapshot_bytes"]
+               for r in slim)
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["git"]["commit"] and len(prov["plans"]) == 5
     assert prov["where"]["tools"]["redis-server"] and prov["where"]["host"]["cpu_model"]

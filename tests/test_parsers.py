@@ -59,6 +59,20 @@ def test_redis_log_snapshots():
     assert all(a["end_unix_s"] <= b["start_unix_s"] for a, b in zip(snaps, snaps[1:]))
 
 
+def test_redis_log_tells_the_discard_bound_from_a_snapshot_and_times_the_child():
+    """A real SlimIO log (captured): a BGSAVE to the device, then one into the discard sink
+    (slimio-snapshot-sink discard), which is the bound, not an On-Demand-Snapshot."""
+    log = (FIXTURES / "redislog" / "slimio-bgsave-then-discard.log").read_text()
+    real, bound = redislog.snapshots(log)
+    assert real["kind"] == "on_demand_snapshot" and "bytes" not in real
+    assert bound["kind"] == "snapshot_bound" and bound["bytes"] == 82299518
+    # The parent saw each child's end in its next serverCron; the child's last line is it.
+    assert real["duration_s"] == pytest.approx(0.399)
+    assert real["child_duration_s"] == pytest.approx(0.299)
+    assert bound["duration_s"] == pytest.approx(0.190)
+    assert bound["child_duration_s"] == pytest.approx(0.177)
+
+
 def test_redis_log_failed_rewrite_is_reported_not_counted():
     log = ("1:M 21 Nov 2026 01:22:36.967 * Background append only file rewriting started by "
            "pid 2\n1:M 21 Nov 2026 01:22:38.000 # Background AOF rewrite terminated with "
@@ -119,7 +133,8 @@ SLIMIO = CELL_FIXTURES / "bare-slimio-redis-benchmark-periodical-r1"
 def test_slimio_recovery_log_line():
     log = (SLIMIO / layout.RAW_RECOVERY_LOG).read_text()
     assert "SlimIO recovery: loaded 32650479 bytes in 0.097 seconds (336.1 MB/s)" in log
-    assert redislog.slimio_recovery(log) == {"bytes": 32650479, "secs": 0.097, "mbps": 336.1}
+    assert redislog.slimio_recovery(log) == {"bytes": 32650479, "secs": 0.097, "mbps": 336.1,
+                                             "wait_s": None}
     assert redislog.slimio_recovery("7:M 21 Nov 2026 01:22:39.900 * Ready\n") is None
 
 
@@ -192,3 +207,13 @@ def test_a_fork_child_seen_before_info_flags_it_counts_as_snapshot():
     out = parse.phase_stats(samples, 1795527046.0, 1795527049.0)
     assert out["mem_wal_only_peak_bytes"] == 147578880
     assert out["mem_wal_snapshot_peak_bytes"] == 147578880 + 142049280
+
+
+def test_slimio_recovery_line_with_and_without_the_wait():
+    new = ("1:M 25 Nov 2026 01:26:59.883 * SlimIO recovery: loaded 683265023 bytes in 0.706 "
+           "seconds (968.0 MB/s): snapshot slot -1, 1 WAL generation(s) with 683265023 bytes, "
+           "692060160 bytes read from the device, 0.232 seconds waiting for it\n")
+    got = redislog.slimio_recovery(new)
+    assert got == {"bytes": 683265023, "secs": 0.706, "mbps": 968.0, "wait_s": 0.232}
+    old = (FIXTURES / "redislog" / "slimio-bgsave-then-discard.log").read_text()
+    assert redislog.slimio_recovery(old)["wait_s"] is None

@@ -188,3 +188,32 @@ def test_roofline_stays_standard_library_only():
                  if isinstance(n, ast.ImportFrom) and n.module and n.level == 0}
     assert imported <= {"__future__", "json", "os", "re", "stat", "subprocess", "collections",
                         "pathlib"}, imported
+
+
+RATE_READ = Path(__file__).parent / "fixtures" / "fio" / "device-rate-read.json"
+
+
+def test_rate_command_uses_passthru_on_a_char_device_and_o_direct_on_a_file():
+    nvme = roofline.rate_command("fio", "/dev/ng0n1", "read", size_bytes=1 << 20,
+                                 block_size_bytes=1 << 19, iodepth=8, output_json="o.json")
+    assert "--ioengine=io_uring_cmd" in nvme and "--cmd_type=nvme" in nvme
+    assert "--rw=read" in nvme and "--direct=1" not in nvme
+    f = roofline.rate_command("fio", "/var/tmp/slimio.dev", "write", size_bytes=1 << 20,
+                              block_size_bytes=1 << 20, iodepth=8, output_json="o.json")
+    assert "--ioengine=io_uring" in f and "--direct=1" in f and "--rw=write" in f
+    with pytest.raises(ValueError, match="'randread'"):
+        roofline.rate_command("fio", "/dev/ng0n1", "randread", size_bytes=1 << 20,
+                              block_size_bytes=1 << 20, iodepth=1, output_json="o.json")
+    with pytest.raises(ValueError, match="not a multiple"):
+        roofline.rate_command("fio", "/dev/ng0n1", "read", size_bytes=3 << 19,
+                              block_size_bytes=1 << 20, iodepth=1, output_json="o.json")
+
+
+def test_parse_rate_of_a_real_read_job():
+    """fio 3.41's report of a 64 MiB O_DIRECT read on this host (captured)."""
+    got = roofline.parse_rate(RATE_READ.read_text(), "read")
+    assert got["bytes"] == 64 << 20 and got["runtime_s"] == pytest.approx(0.050)
+    assert got["mb_s"] == pytest.approx(1342.177280)
+    assert got["fio_version"] == "fio-3.41"
+    with pytest.raises(ValueError, match="write job moved 0 bytes"):
+        roofline.parse_rate(RATE_READ.read_text(), "write")

@@ -25,6 +25,8 @@ configEnum slimio_format_enum[] = {
     {"force", SLIMIO_FORMAT_FORCE}, {NULL, 0}};
 configEnum slimio_load_snapshot_enum[] = {
     {"wal-snapshot", SLIMIO_LOAD_WAL_SNAPSHOT}, {"on-demand", SLIMIO_LOAD_ON_DEMAND}, {NULL, 0}};
+configEnum slimio_snapshot_sink_enum[] = {
+    {"device", SLIMIO_SINK_DEVICE}, {"discard", SLIMIO_SINK_DISCARD}, {NULL, 0}};
 
 /* What a snapshot writer reports to the main process (a MAP_SHARED page that survives the
  * fork, so the child's result reaches the parent's done handler). */
@@ -37,6 +39,7 @@ typedef struct slimioReport {
     uint32_t crc;
     uint64_t device_bytes;
     double seconds;
+    int discarded;              /* serialised into the discard sink: nothing to promote */
 } slimioReport;
 
 static struct {
@@ -377,7 +380,7 @@ int slimioLoadAppendOnlyFiles(void) {
     if (slot < 0 && !root.gen) return AOF_NOT_EXIST;
 
     int ret = AOF_OK;
-    uint64_t total = 0, device = 0, wal_bytes = 0, gens = 0;
+    uint64_t total = 0, device = 0, wal_bytes = 0, gens = 0, wait_us = 0;
     startLoading(slot >= 0 ? S.meta.slots[slot].length : 0, RDBFLAGS_AOF_PREAMBLE, 0);
     if (slot >= 0) {
         char name[64];
@@ -389,6 +392,7 @@ int slimioLoadAppendOnlyFiles(void) {
         ret = loadSingleAppendOnlyFile(name);
         total += S.load_stats.bytes;
         device += S.load_stats.device_bytes;
+        wait_us += S.load_stats.wait_us;
         if (ret == AOF_EMPTY) ret = AOF_OK;
         if (ret != AOF_OK) {
             /* The server exits: loadingExit names the slot. */
@@ -422,6 +426,7 @@ int slimioLoadAppendOnlyFiles(void) {
         total += S.load_stats.bytes;
         wal_bytes += S.load_stats.bytes;
         device += S.load_stats.device_bytes;
+        wait_us += S.load_stats.wait_us;
         gens++;
         if (ret == AOF_EMPTY) ret = AOF_OK;
         if (ret == AOF_FAILED || ret == AOF_OPEN_ERR) goto done;   /* loadingExit names it */
@@ -473,9 +478,10 @@ done:
         server.aof_rewrite_base_size = slot >= 0 ? (off_t)S.meta.slots[slot].length : 0;
         serverLog(LL_NOTICE, "SlimIO recovery: loaded %llu bytes in %.3f seconds (%.1f MB/s): "
                   "snapshot slot %d, %llu WAL generation(s) with %llu bytes, %llu bytes read "
-                  "from the device", (unsigned long long)total, secs,
-                  secs > 0 ? (double)total / 1e6 / secs : 0.0, slot, (unsigned long long)gens,
-                  (unsigned long long)wal_bytes, (unsigned long long)device);
+                  "from the device, %.3f seconds waiting for it", (unsigned long long)total,
+                  secs, secs > 0 ? (double)total / 1e6 / secs : 0.0, slot,
+                  (unsigned long long)gens, (unsigned long long)wal_bytes,
+                  (unsigned long long)device, (double)wait_us / 1e6);
     }
     return ret;
 }
@@ -512,6 +518,55 @@ static void rioInitWithSlimio(rio *r, slimioSlotWriter *w) {
     r->tell = rioSlimioTell;
     r->flush = rioSlimioFlush;
     r->io.slimio.ctx = w;
+}
+
+/* The discard sink: a rio that counts what it is given and keeps nothing. */
+static size_t rioDiscardWrite(rio *r, const void *buf, size_t len) {
+    UNUSED(buf);
+    *(uint64_t *)r->io.slimio.ctx += len;
+    return 1;
+}
+
+static off_t rioDiscardTell(rio *r) {
+    return (off_t)*(uint64_t *)r->io.slimio.ctx;
+}
+
+/* An On-Demand-Snapshot serialised into nothing (slimio-snapshot-sink discard): the same
+ * fork, iteration, encoding, compression and RDB checksum as a real one, no copy and no
+ * I/O. Its time is the snapshot's no-I/O bound; nothing is written or promoted. */
+static int discardSnapshot(rdbSaveInfo *rsi) {
+    long long start = ustime();
+    memset(S.report, 0, sizeof(*S.report));
+    S.report->pid = getpid();
+    S.report->kind = SLIMIO_KIND_ON_DEMAND;
+    S.report->slot = -1;
+    S.report->discarded = 1;
+    uint64_t bytes = 0;
+    rio r;
+    memset(&r, 0, sizeof(r));
+    r.io.slimio.ctx = &bytes;
+    r.read = rioSlimioRead;
+    r.write = rioDiscardWrite;
+    r.tell = rioDiscardTell;
+    r.flush = rioSlimioFlush;
+    startSaving(RDBFLAGS_NONE);
+    int error = 0;
+    int ok = rdbSaveRio(SLAVE_REQ_NONE, &r, &error, RDBFLAGS_NONE, rsi) == C_OK;
+    stopSaving(ok);
+    if (!ok) {
+        serverLog(LL_WARNING, "SlimIO: serialising the On-Demand snapshot into the discard "
+                  "sink failed");
+        return C_ERR;
+    }
+    double secs = (double)(ustime() - start) / 1e6;
+    S.report->ok = 1;
+    S.report->length = bytes;
+    S.report->seconds = secs;
+    serverLog(LL_NOTICE, "SlimIO: On-Demand snapshot of %llu bytes serialised into the discard "
+              "sink in %.3f seconds (%.1f MB/s), nothing written",
+              (unsigned long long)S.report->length, secs,
+              secs > 0 ? (double)S.report->length / 1e6 / secs : 0.0);
+    return C_OK;
 }
 
 /* Write a snapshot of the dataset (kind WAL-Snapshot or On-Demand) into the Reserve slot,
@@ -699,6 +754,9 @@ int slimioRewriteDone(void) {
 
 int slimioRdbSave(int req, rdbSaveInfo *rsi, int rdbflags) {
     UNUSED(req); UNUSED(rdbflags);
+    /* Only a BGSAVE's child may discard: SAVE and the save at shutdown always write. */
+    if (getpid() != server.pid && slimio_cfg.snapshot_sink == SLIMIO_SINK_DISCARD)
+        return discardSnapshot(rsi);
     if (writeSnapshot(SLIMIO_KIND_ON_DEMAND, rsi) != C_OK) return C_ERR;
     if (getpid() == server.pid) {
         /* SAVE, or a save at shutdown: this process promotes it at once. */
@@ -714,6 +772,7 @@ int slimioRdbSave(int req, rdbSaveInfo *rsi, int rdbflags) {
 int slimioBgsaveDone(void) {
     slimioReport rep;
     if (childReport(SLIMIO_KIND_ON_DEMAND, &rep) != C_OK) return C_ERR;
+    if (rep.discarded) return C_OK;     /* the discard sink: nothing to promote */
     return promote(&rep, NULL);
 }
 

@@ -23,6 +23,8 @@
 #define SLIMIO_FORMAT_FORCE 2
 #define SLIMIO_LOAD_WAL_SNAPSHOT 0
 #define SLIMIO_LOAD_ON_DEMAND 1
+#define SLIMIO_SINK_DEVICE 0
+#define SLIMIO_SINK_DISCARD 1
 
 typedef struct slimioConfig {
     char *device;
@@ -38,12 +40,14 @@ typedef struct slimioConfig {
     int deallocate;             /* slimio-deallocate */
     char *trace_marker;         /* slimio-trace-marker, NULL = none */
     int group_commit;           /* slimio-group-commit */
+    int snapshot_sink;          /* slimio-snapshot-sink (modifiable): device or discard */
 } slimioConfig;
 
 extern slimioConfig slimio_cfg;
 extern configEnum slimio_backend_enum[];
 extern configEnum slimio_format_enum[];
 extern configEnum slimio_load_snapshot_enum[];
+extern configEnum slimio_snapshot_sink_enum[];
 
 /* slimio-lba-size: a power of two from 512 to 65536. */
 int slimioIsValidLbaSize(long long val, const char **err);

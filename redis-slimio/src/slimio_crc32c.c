@@ -78,3 +78,36 @@ static uint32_t crc32cSw(uint32_t crc, const unsigned char *p, size_t len) {
     while (len--) crc = (crc >> 8) ^ crc32cTable[0][(crc ^ *p++) & 0xff];
     return ~crc;
 }
+
+/* slimioCrc32cCombine: appending len_b zero bytes to A is a linear map on its CRC register,
+ * applied by squaring an operator matrix over GF(2) (Mark Adler's method in zlib's
+ * crc32_combine, here for the Castagnoli polynomial); O(log len_b) 32x32 products. */
+static uint32_t gf2Times(const uint32_t *mat, uint32_t vec) {
+    uint32_t sum = 0;
+    for (; vec; vec >>= 1, mat++)
+        if (vec & 1) sum ^= *mat;
+    return sum;
+}
+
+static void gf2Square(uint32_t *square, const uint32_t *mat) {
+    for (int n = 0; n < 32; n++) square[n] = gf2Times(mat, mat[n]);
+}
+
+uint32_t slimioCrc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) {
+    if (len_b == 0) return crc_a;
+    uint32_t even[32], odd[32];
+    odd[0] = 0x82F63B78U;               /* the operator for one zero bit */
+    for (int n = 1; n < 32; n++) odd[n] = 1U << (n - 1);
+    gf2Square(even, odd);               /* two zero bits */
+    gf2Square(odd, even);               /* four zero bits */
+    do {                                /* apply len_b zero bytes to crc_a */
+        gf2Square(even, odd);
+        if (len_b & 1) crc_a = gf2Times(even, crc_a);
+        len_b >>= 1;
+        if (!len_b) break;
+        gf2Square(odd, even);
+        if (len_b & 1) crc_a = gf2Times(odd, crc_a);
+        len_b >>= 1;
+    } while (len_b);
+    return crc_a ^ crc_b;
+}

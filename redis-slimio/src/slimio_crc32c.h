@@ -9,6 +9,11 @@
  * is 0xE3069283, the standard check value. */
 uint32_t slimioCrc32c(uint32_t crc, const void *buf, size_t len);
 
+/* The CRC of A followed by B from crc_a = CRC(A), crc_b = CRC(B) and len_b = |B|, as
+ * zlib's crc32_combine does for its polynomial: a chunk's CRC can then be computed where
+ * the chunk arrives (another thread), in any order, and chained in order afterwards. */
+uint32_t slimioCrc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
+
 /* The table-driven implementation, whatever the CPU (for tests). */
 uint32_t slimioCrc32cSoftware(uint32_t crc, const void *buf, size_t len);
 

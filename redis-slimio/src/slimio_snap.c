@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "slimio_crc32c.h"
 #include "slimio_failpoint.h"
@@ -19,12 +20,27 @@ static void *alignedAlloc(size_t align, size_t bytes) {
  * Slot writer
  * ---------------------------------------------------------------------------------- */
 
+/* On the ring's completion thread: the buffer's CRC32C, computed here rather than by the
+ * serialising child as it writes (under TCG the crc32 instruction is emulated, and a
+ * snapshot spent a third of its time on it), then chained into the slot's CRC in buffer
+ * order: a buffer stays busy until every buffer before it is chained, so its CRC is never
+ * overwritten and Finish, which waits until none is busy, finds the slot's whole CRC. */
 static void slotBufDone(slimioReq *req, int res) {
     slimioSlotBuf *b = req->ctx;
     slimioSlotWriter *w = b->w;
+    uint32_t crc = res ? 0 : slimioCrc32c(0, b->data, b->len);
     pthread_mutex_lock(&w->lock);
-    b->busy = 0;
+    b->crc = crc;
+    b->done = 1;
     if (res && !w->error) w->error = res;
+    for (;;) {
+        slimioSlotBuf *n = &w->bufs[w->chained % SLIMIO_SNAP_BUFS];
+        if (!n->busy || !n->done || n->seq != w->chained) break;
+        w->crc = slimioCrc32cCombine(w->crc, n->crc, n->len);
+        n->done = 0;
+        n->busy = 0;
+        w->chained++;
+    }
     pthread_cond_broadcast(&w->cond);
     pthread_mutex_unlock(&w->lock);
 }
@@ -72,12 +88,16 @@ static int submitCurrent(slimioSlotWriter *w) {
     memset(b->data + w->fill, 0, (size_t)nlb * lba - w->fill);
     pthread_mutex_lock(&w->lock);
     b->busy = 1;
+    b->done = 0;
+    b->seq = w->submitted;
+    b->len = w->fill;
     pthread_mutex_unlock(&w->lock);
     int rc = slimioRingWrite(&w->ring, w->next_lba, nlb, b->data, w->kind, 0, &b->req);
     if (rc) {
         b->busy = 0;
         return rc;
     }
+    w->submitted++;
     w->next_lba += nlb;
     if (++w->chunks == 1) slimioFailpoint(SLIMIO_FP_SNAPSHOT_MID);
     w->cur = (w->cur + 1) % SLIMIO_SNAP_BUFS;
@@ -94,7 +114,6 @@ int slimioSlotWriterWrite(slimioSlotWriter *w, const void *buf, size_t len) {
     if (w->error) return w->error;
     uint64_t cap = w->slot_lbas * w->be->dev.lba_size;
     if (w->length + len > cap) return w->error = -ENOSPC;
-    w->crc = slimioCrc32c(w->crc, buf, len);
     w->length += len;
     while (len) {
         size_t n = w->buf_bytes - w->fill;
@@ -150,10 +169,36 @@ void slimioSlotWriterAbort(slimioSlotWriter *w) {
 }
 
 /* ------------------------------------------------------------------------------------
- * Read-ahead reader over a circular LBA region: two chunks, the next one always in flight.
+ * Read-ahead reader over a circular LBA region: PF_BUFS chunks, all but the one being
+ * parsed in flight (one chunk ahead was not enough once the checks moved off the main
+ * thread: the main thread then waited for the device).
+ * Each chunk is checked on the ring's completion thread as it arrives, before the reader
+ * takes it, so that the checking runs beside the main thread's parsing instead of in it:
+ * a slot chunk's CRC32C (chained in order by slimioCrc32cCombine), or every WAL block's
+ * header and CRC32C (slimioWalBlockCheck, with the sequence number the block must carry).
  * ---------------------------------------------------------------------------------- */
 
-typedef struct prefetch {
+enum { PF_CHECK_NONE, PF_CHECK_SLOT, PF_CHECK_WAL };
+#define PF_BUFS 4
+
+typedef struct prefetch prefetch;
+
+typedef struct pfBuf {
+    slimioWaiter w;
+    prefetch *pf;
+    unsigned char *data;
+    uint32_t nlb;
+    int pending;
+    uint64_t first;             /* its first LBA's index in the stream */
+    /* Set on the completion thread before the waiter wakes. */
+    uint32_t crc;               /* slot: CRC32C of its bytes inside the slot's length */
+    uint64_t bytes;             /* slot: how many of its bytes that is */
+    uint32_t valid;             /* WAL: leading blocks that passed the check */
+    int stop;                   /* WAL: the check's status for the block after them */
+    uint32_t *used;             /* WAL: payload bytes of each valid block */
+} pfBuf;
+
+struct prefetch {
     slimioBackend *be;
     slimioRing ring;
     uint64_t region_start, region_lbas;     /* reads wrap inside this region */
@@ -161,72 +206,136 @@ typedef struct prefetch {
     uint64_t total;                         /* LBAs to read at most */
     uint32_t chunk_lbas;
     uint64_t issued;                        /* LBAs requested so far */
-    struct { slimioWaiter w; unsigned char *data; uint32_t nlb; int pending; } buf[2];
+    pfBuf buf[PF_BUFS];
     int next;                               /* buffer the next chunk comes from */
+    int issue_at;                           /* buffer the next read goes into */
     uint64_t device_bytes;
-} prefetch;
+    uint64_t wait_us;                       /* time prefetchNext blocked */
+    int check;                              /* PF_CHECK_* */
+    uint64_t length;                        /* slot: its bytes */
+    uint64_t gen, start_seq, format_id;     /* WAL: what each block must carry */
+};
+
+/* On the completion thread: check the chunk, then wake the reader. */
+static void prefetchDone(slimioReq *req, int res) {
+    pfBuf *b = req->ctx;
+    prefetch *pf = b->pf;
+    uint32_t lba = pf->be->dev.lba_size;
+    if (res == 0 && pf->check == PF_CHECK_SLOT) {
+        uint64_t off = b->first * lba, n = (uint64_t)b->nlb * lba;
+        if (off >= pf->length) n = 0;
+        else if (n > pf->length - off) n = pf->length - off;
+        b->bytes = n;
+        b->crc = slimioCrc32c(0, b->data, n);
+    } else if (res == 0 && pf->check == PF_CHECK_WAL) {
+        b->valid = 0;
+        b->stop = SLIMIO_OK;
+        for (uint32_t j = 0; j < b->nlb; j++) {
+            int st = slimioWalBlockCheck(b->data + (size_t)j * lba, lba, pf->gen,
+                                         pf->start_seq + b->first + j, pf->format_id,
+                                         &b->used[j]);
+            if (st != SLIMIO_OK) { b->stop = st; break; }
+            b->valid++;
+        }
+    }
+    pthread_mutex_lock(&b->w.lock);
+    b->w.done = 1;
+    pthread_cond_signal(&b->w.cond);
+    pthread_mutex_unlock(&b->w.lock);
+}
 
 static void prefetchIssue(prefetch *pf, int i) {
-    pf->buf[i].nlb = 0;
-    pf->buf[i].pending = 0;
+    pfBuf *b = &pf->buf[i];
+    b->nlb = 0;
+    b->pending = 0;
     if (pf->issued >= pf->total) return;
     uint64_t lba = pf->region_start + (pf->start - pf->region_start + pf->issued) % pf->region_lbas;
     uint64_t n = pf->chunk_lbas;
     if (n > pf->total - pf->issued) n = pf->total - pf->issued;
     if (n > pf->region_start + pf->region_lbas - lba) n = pf->region_start + pf->region_lbas - lba;
-    if (slimioRingRead(&pf->ring, lba, (uint32_t)n, pf->buf[i].data, &pf->buf[i].w.req) == 0) {
-        pf->buf[i].nlb = (uint32_t)n;
-        pf->buf[i].pending = 1;
+    b->first = pf->issued;
+    b->nlb = (uint32_t)n;           /* before the read: the completion reads it */
+    if (slimioRingRead(&pf->ring, lba, (uint32_t)n, b->data, &b->w.req) == 0) {
+        b->pending = 1;
         pf->issued += n;
+    } else {
+        b->nlb = 0;
     }
 }
 
 static int prefetchInit(prefetch *pf, slimioBackend *be, uint64_t region_start,
-                        uint64_t region_lbas, uint64_t start, uint64_t total, size_t chunk) {
+                        uint64_t region_lbas, uint64_t start, uint64_t total, size_t chunk,
+                        int check) {
+    uint64_t length = pf->length, gen = pf->gen, seq = pf->start_seq, fmt = pf->format_id;
     memset(pf, 0, sizeof(*pf));
     pf->be = be;
     pf->region_start = region_start;
     pf->region_lbas = region_lbas;
     pf->start = start;
     pf->total = total;
+    pf->check = check;
+    pf->length = length;
+    pf->gen = gen;
+    pf->start_seq = seq;
+    pf->format_id = fmt;
     pf->chunk_lbas = (uint32_t)(chunk / be->dev.lba_size);
     if (pf->chunk_lbas == 0) pf->chunk_lbas = 1;
     char err[256];
-    if (slimioRingInit(&pf->ring, be, 8, 0, err, sizeof(err)) < 0) { errno = EIO; return -1; }
-    for (int i = 0; i < 2; i++) {
-        slimioWaiterInit(&pf->buf[i].w);
-        pf->buf[i].data = alignedAlloc(be->dev.lba_size, (size_t)pf->chunk_lbas * be->dev.lba_size);
-        if (!pf->buf[i].data) { errno = ENOMEM; return -1; }
+    if (slimioRingInit(&pf->ring, be, 32, 0, err, sizeof(err)) < 0) { errno = EIO; return -1; }
+    for (int i = 0; i < PF_BUFS; i++) {
+        pfBuf *b = &pf->buf[i];
+        slimioWaiterInit(&b->w);
+        b->w.req.done = prefetchDone;
+        b->w.req.ctx = b;
+        b->pf = pf;
+        b->data = alignedAlloc(be->dev.lba_size, (size_t)pf->chunk_lbas * be->dev.lba_size);
+        if (!b->data) { errno = ENOMEM; return -1; }
+        if (check == PF_CHECK_WAL) {
+            b->used = malloc(sizeof(uint32_t) * pf->chunk_lbas);
+            if (!b->used) { errno = ENOMEM; return -1; }
+        }
     }
-    prefetchIssue(pf, 0);
-    prefetchIssue(pf, 1);
+    for (int i = 0; i < PF_BUFS; i++) prefetchIssue(pf, i);
     return 0;
 }
 
-/* The next chunk (NULL at the end), *nlb its LBAs; the chunk returned before it is reused
- * for read-ahead, so only the latest chunk is valid. Negative errno in *rc on error. */
-static unsigned char *prefetchNext(prefetch *pf, uint32_t *nlb, int *rc) {
+/* The next chunk (NULL at the end), checked; the chunk returned before it is reused for
+ * read-ahead, so only the latest chunk is valid. Negative errno in *rc on error. */
+static pfBuf *prefetchNext(prefetch *pf, int *rc) {
     int i = pf->next;
     *rc = 0;
-    /* Recycle the other buffer (returned last time) for read-ahead. */
-    int other = 1 - i;
-    if (!pf->buf[other].pending && pf->buf[other].nlb == 0 && pf->issued < pf->total)
-        prefetchIssue(pf, other);
-    if (!pf->buf[i].pending) return NULL;
-    *rc = slimioWaiterWait(&pf->buf[i].w);
-    pf->buf[i].pending = 0;
+    /* The buffer returned last time is consumed now: recycle it for read-ahead. Buffers are
+     * issued and taken in the same circular order, so the chunks come in LBA order. */
+    pfBuf *prev = &pf->buf[(i + PF_BUFS - 1) % PF_BUFS];
+    if (!prev->pending) prev->nlb = 0;
+    while (pf->issued < pf->total && !pf->buf[pf->issue_at].pending &&
+           pf->buf[pf->issue_at].nlb == 0) {
+        prefetchIssue(pf, pf->issue_at);
+        if (!pf->buf[pf->issue_at].pending) break;     /* not queued: its chunk fails */
+        pf->issue_at = (pf->issue_at + 1) % PF_BUFS;
+    }
+    pfBuf *b = &pf->buf[i];
+    if (!b->pending) return NULL;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    *rc = slimioWaiterWait(&b->w);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    pf->wait_us += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000LL +
+                              (t1.tv_nsec - t0.tv_nsec) / 1000);
+    b->pending = 0;
     if (*rc) return NULL;
-    *nlb = pf->buf[i].nlb;
-    pf->buf[i].nlb = 0;         /* consumed: free for read-ahead on the next call */
-    pf->device_bytes += (uint64_t)*nlb * pf->be->dev.lba_size;
-    pf->next = other;
-    return pf->buf[i].data;
+    pf->device_bytes += (uint64_t)b->nlb * pf->be->dev.lba_size;
+    pf->next = (i + 1) % PF_BUFS;
+    return b;
 }
 
 static void prefetchFree(prefetch *pf) {
     if (pf->ring.started) slimioRingShutdown(&pf->ring);
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < PF_BUFS; i++) {
         free(pf->buf[i].data);
+        free(pf->buf[i].used);
+        pf->buf[i].data = NULL;
+        pf->buf[i].used = NULL;
         slimioWaiterDestroy(&pf->buf[i].w);
     }
 }
@@ -248,8 +357,7 @@ typedef struct stream {
     slimioWalGen gen;
     int ended;
     /* Current chunk and cursor. */
-    unsigned char *chunk;
-    uint32_t chunk_nlb;
+    pfBuf *chunk;
     uint64_t chunk_index;       /* number of chunks taken so far */
     const unsigned char *cur;   /* undelivered bytes */
     size_t cur_len;
@@ -261,14 +369,18 @@ typedef struct stream {
 static int streamStart(stream *s) {
     uint32_t lba = s->be->dev.lba_size;
     int rc;
+    s->pf.length = s->length;
+    s->pf.gen = s->gen.gen;
+    s->pf.start_seq = s->gen.start_seq;
+    s->pf.format_id = s->meta.format_id;
     if (s->is_wal)
         rc = prefetchInit(&s->pf, s->be, s->meta.wal_start, s->meta.wal_lbas, s->gen.start_lba,
-                          s->meta.wal_lbas, s->readahead);
+                          s->meta.wal_lbas, s->readahead, PF_CHECK_WAL);
     else
         rc = prefetchInit(&s->pf, s->be, s->slot_lba, (s->length + lba - 1) / lba + 1,
-                          s->slot_lba, (s->length + lba - 1) / lba, s->readahead);
+                          s->slot_lba, (s->length + lba - 1) / lba, s->readahead,
+                          PF_CHECK_SLOT);
     s->chunk = NULL;
-    s->chunk_nlb = 0;
     s->chunk_index = 0;
     s->cur = NULL;
     s->cur_len = 0;
@@ -282,22 +394,19 @@ static int streamStart(stream *s) {
     return rc;
 }
 
-/* Slot: make cur/cur_len the next bytes. 0 at the end, 1 with data, -1 on error. */
+/* Slot: make cur/cur_len the next bytes, and chain the chunk's CRC (computed when it
+ * arrived) onto the slot's. 0 at the end, 1 with data, -1 on error. */
 static int slotFill(stream *s) {
-    uint32_t lba = s->be->dev.lba_size;
     if (s->pos >= s->length) return 0;
     int rc;
-    uint32_t nlb;
-    unsigned char *c = prefetchNext(&s->pf, &nlb, &rc);
+    pfBuf *b = prefetchNext(&s->pf, &rc);
     if (rc) { errno = -rc; return -1; }
-    if (!c) { errno = EIO; return -1; }
+    if (!b || b->bytes == 0) { errno = EIO; return -1; }
     s->chunk_index++;
-    s->chunk = c;
-    s->chunk_nlb = nlb;
-    uint64_t n = (uint64_t)nlb * lba;
-    if (n > s->length - s->pos) n = s->length - s->pos;
-    s->cur = c;
-    s->cur_len = n;
+    s->chunk = b;
+    s->crc = slimioCrc32cCombine(s->crc, b->crc, b->bytes);
+    s->cur = b->data;
+    s->cur_len = b->bytes;
     return 1;
 }
 
@@ -306,22 +415,20 @@ static int walFill(stream *s) {
     uint32_t lba = s->be->dev.lba_size;
     slimioWalEnd *end = &s->stats->end;
     while (!s->ended) {
-        if (!s->chunk || s->chunk_block >= s->chunk_nlb) {
+        if (!s->chunk || s->chunk_block >= s->chunk->nlb) {
             int rc;
-            uint32_t nlb;
-            unsigned char *c = prefetchNext(&s->pf, &nlb, &rc);
+            pfBuf *b = prefetchNext(&s->pf, &rc);
             if (rc) { errno = -rc; return -1; }
-            if (!c) { s->ended = 1; end->stop = SLIMIO_OK; break; }
-            s->chunk = c;
-            s->chunk_nlb = nlb;
+            if (!b) { s->ended = 1; end->stop = SLIMIO_OK; break; }
+            s->chunk = b;
             s->chunk_block = 0;
             s->chunk_index++;
         }
-        const unsigned char *block = s->chunk + (size_t)s->chunk_block * lba;
-        uint32_t used = 0;
-        int st = slimioWalBlockCheck(block, lba, s->gen.gen, s->gen.start_seq + end->blocks,
-                                     s->meta.format_id, &used);
-        if (st != SLIMIO_OK) { s->ended = 1; end->stop = st; break; }
+        /* Checked on arrival: the leading valid blocks, then the status of the next. */
+        pfBuf *b = s->chunk;
+        if (s->chunk_block >= b->valid) { s->ended = 1; end->stop = b->stop; break; }
+        const unsigned char *block = b->data + (size_t)s->chunk_block * lba;
+        uint32_t used = b->used[s->chunk_block];
         s->chunk_block++;
         if (slimioWalEndAdvance(&s->meta, &s->gen, lba, used, end)) s->ended = 1;
         s->cur = block + SLIMIO_WAL_HDR_SIZE;
@@ -343,7 +450,6 @@ static ssize_t streamRead(void *cookie, char *buf, size_t size) {
         }
         size_t n = s->cur_len < size - done ? s->cur_len : size - done;
         memcpy(buf + done, s->cur, n);
-        if (!s->is_wal) s->crc = slimioCrc32c(s->crc, s->cur, n);
         s->cur += n;
         s->cur_len -= n;
         s->pos += n;
@@ -351,6 +457,7 @@ static ssize_t streamRead(void *cookie, char *buf, size_t size) {
     }
     s->stats->bytes = s->pos;
     s->stats->device_bytes = s->pf.device_bytes;
+    s->stats->wait_us = s->pf.wait_us;
     if (!s->is_wal && s->pos == s->length && done < size && s->crc != s->want_crc) {
         /* At the end of a slot: the content must be what was made durable. */
         errno = EIO;
@@ -365,13 +472,11 @@ static int streamSeek(void *cookie, off64_t *off, int whence) {
     if (whence == SEEK_SET && *off == 0) {
         if (s->pos == 0) return 0;
         if (!s->is_wal && s->chunk_index == 1 && s->chunk) {
-            /* Still in the first chunk: rewind within it. */
-            uint64_t n = (uint64_t)s->chunk_nlb * s->be->dev.lba_size;
-            if (n > s->length) n = s->length;
-            s->cur = s->chunk;
-            s->cur_len = n;
+            /* Still in the first chunk: rewind within it (its CRC is the slot's so far). */
+            s->cur = s->chunk->data;
+            s->cur_len = s->chunk->bytes;
             s->pos = 0;
-            s->crc = 0;
+            s->crc = s->chunk->crc;
             return 0;
         }
         prefetchFree(&s->pf);
@@ -386,6 +491,7 @@ static int streamClose(void *cookie) {
     stream *s = cookie;
     s->stats->bytes = s->pos;
     s->stats->device_bytes = s->pf.device_bytes;
+    s->stats->wait_us = s->pf.wait_us;
     prefetchFree(&s->pf);
     free(s);
     return 0;

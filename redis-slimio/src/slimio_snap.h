@@ -28,7 +28,11 @@ typedef struct slimioSlotBuf {
     slimioReq req;
     slimioSlotWriter *w;
     unsigned char *data;
-    int busy;
+    int busy;                   /* submitted, and its CRC not yet chained into the slot's */
+    int done;                   /* written; crc holds its CRC32C */
+    uint64_t seq;               /* its place among the writer's buffers */
+    size_t len;                 /* its logical bytes (before the padding to whole LBAs) */
+    uint32_t crc;
 } slimioSlotBuf;
 
 struct slimioSlotWriter {
@@ -42,7 +46,9 @@ struct slimioSlotWriter {
     size_t fill;
     uint64_t next_lba;          /* where the current buffer goes */
     uint64_t length;            /* logical bytes so far */
-    uint32_t crc;
+    uint32_t crc;               /* CRC32C of the buffers chained so far, in order */
+    uint64_t submitted;         /* buffers submitted */
+    uint64_t chained;           /* buffers whose CRC is in crc */
     int error;                  /* negative errno */
     int chunks;
     pthread_mutex_t lock;
@@ -70,6 +76,8 @@ void slimioSlotWriterAbort(slimioSlotWriter *w);
 typedef struct slimioStreamStats {
     uint64_t bytes;             /* logical bytes delivered */
     uint64_t device_bytes;      /* bytes read from the device */
+    uint64_t wait_us;           /* time the reader waited for a chunk (the device, or its
+                                   check on the completion thread) */
     slimioWalEnd end;           /* WAL streams: the valid end (for slimioWalSuccessor) */
 } slimioStreamStats;
 

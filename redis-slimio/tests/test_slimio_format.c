@@ -122,6 +122,27 @@ static slimioMeta formatted(uint32_t lba_size, uint64_t lbas, uint64_t wal, uint
 
 /* --- CRC ------------------------------------------------------------------------------- */
 
+/* Combining two chunks' CRCs gives the CRC of the whole, checked against the direct
+ * computation at every split point of a buffer and across many chunk lengths. */
+static void test_crc32c_combine(void) {
+    CHECK(slimioCrc32cCombine(slimioCrc32c(0, "12345", 5), slimioCrc32c(0, "6789", 4), 4) ==
+          0xE3069283U);
+    unsigned char mix[4099];
+    for (size_t i = 0; i < sizeof(mix); i++) mix[i] = (unsigned char)(i * 197 + 3);
+    uint32_t whole = slimioCrc32c(0, mix, sizeof(mix));
+    for (size_t cut = 0; cut <= sizeof(mix); cut += 61)
+        CHECK(slimioCrc32cCombine(slimioCrc32c(0, mix, cut), slimioCrc32c(0, mix + cut,
+                                  sizeof(mix) - cut), sizeof(mix) - cut) == whole);
+    /* Chained chunk by chunk, as a read-ahead stream does. */
+    uint32_t crc = 0;
+    for (size_t off = 0; off < sizeof(mix); off += 1000) {
+        size_t n = sizeof(mix) - off < 1000 ? sizeof(mix) - off : 1000;
+        crc = slimioCrc32cCombine(crc, slimioCrc32c(0, mix + off, n), n);
+    }
+    CHECK(crc == whole);
+    CHECK(slimioCrc32cCombine(whole, 0, 0) == whole);
+}
+
 static void test_crc32c_check_value(void) {
     CHECK(slimioCrc32c(0, "123456789", 9) == 0xE3069283U);
     CHECK(slimioCrc32cSoftware(0, "123456789", 9) == 0xE3069283U);
@@ -1012,6 +1033,7 @@ static void test_nvme_identify_reports_dsm_and_its_limits(void) {
 
 int main(void) {
     RUN(test_crc32c_check_value);
+    RUN(test_crc32c_combine);
     RUN(test_layout_regions_are_aligned_and_disjoint);
     RUN(test_layout_refuses_a_small_device_naming_both_sizes);
     RUN(test_meta_roundtrip);

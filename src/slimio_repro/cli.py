@@ -167,10 +167,16 @@ def cmd_bench(args) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else (
         paths.REPO_ROOT / config["results_dir"] / "bench" / f"{testbed}-{stamp}")
-    bench.check(out, systems, args.rounds, requests, warmup)
+    fio_bin = None
+    if testbed == "bare" and not args.wal_only:
+        from .build import fio as fiobuild
+        fio_bin = (paths.REPO_ROOT / config["build_dir"] / paths.FIO_PATTERN.format(
+            version=fiobuild.load_pin()["version"])).resolve()
+    bench.check(out, systems, args.rounds, requests, warmup, fio_bin)
     plans = planmod.bench_plans(config, testbed, systems, policies, requests, warmup)
     box = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
-    print(bench.run(plans, out, args.rounds, warmup, box if testbed == "vm" else None), end="")
+    print(bench.run(plans, out, args.rounds, warmup, box if testbed == "vm" else None,
+                    persistence_phases=not args.wal_only, fio_bin=fio_bin), end="")
     print(f"written: {out}")
     return 0
 
@@ -297,6 +303,8 @@ def main(argv: list[str] | None = None) -> int:
                    "bare, 30000 in a VM)")
     p.add_argument("--warmup", type=int, help="SETs before each run's measurement (default: "
                    "a tenth of --requests)")
+    p.add_argument("--wal-only", action="store_true", help="measure the SETs only: no "
+                   "snapshot, recovery or no-I/O bounds after them")
     p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")

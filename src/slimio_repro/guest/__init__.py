@@ -7,7 +7,7 @@ tests/test_architecture.py checks it, and imports the package with the host-only
 absent. The other stages use what ``__all__`` names.
 """
 
-from . import (bench, benchmark, fdp, fsimage, layout, phases, provenance, redislog,
+from . import (bench, benchmark, fdp, fsimage, inmemory, layout, phases, provenance, redislog,
                roofline, server, slimio, vmstorage, ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
 from .cellplan import (CELL_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
@@ -19,7 +19,7 @@ from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "bench", "benchmark", "fdp", "fsimage", "layout", "phases", "provenance", "redislog", "roofline",
+    "bench", "benchmark", "fdp", "fsimage", "inmemory", "layout", "phases", "provenance", "redislog", "roofline",
     "server", "slimio", "vmstorage", "ycsb",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",

@@ -14,7 +14,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench
+from . import bench, layout
 from .cell import CellError, run
 from .cellplan import SYSTEMS, CellPlan
 from .provision import provision
@@ -42,12 +42,14 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--rounds", type=int, required=True)
     b.add_argument("--warmup", type=int, required=True, help="warm-up SETs per run")
     b.add_argument("--out", required=True, help="where runs.jsonl goes")
+    b.add_argument("--wal-only", action="store_true", help="no snapshot, recovery or bounds")
     args = ap.parse_args(argv)
     if args.command == "bench":
         plans = [CellPlan.from_dict(p) for p in json.loads(Path(args.plans_json).read_text())]
         try:
             bench.run(plans, args.rounds, args.warmup, Path(args.out),
-                      say=lambda line: print(line, flush=True))
+                      say=lambda line: print(line, flush=True),
+                      persistence_phases=not args.wal_only, fio_bin=layout.GUEST_FIO)
         except (bench.BenchError, GuestError) as exc:
             print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
             return 2

@@ -26,7 +26,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import benchmark, fsimage, layout, provenance, slimio
+from . import (benchmark, fsimage, inmemory, layout, provenance, redislog, roofline, slimio,
+               vmstorage)
 from .cellplan import CellPlan, on_file_system
 from .provision import MKFS_OPTIONS, MOUNT_OPTIONS
 from .server import RedisServer, free_port, render_conf
@@ -63,7 +64,8 @@ def schedule(plans: list[CellPlan], rounds: int) -> list[tuple[int, str, CellPla
 
 @contextmanager
 def storage(plan: CellPlan, scratch: Path):
-    """A run's storage: (the data directory's parent, SlimIO's device or None).
+    """A run's storage: (the data directory's parent, SlimIO's device or None, a function
+    that drops what the page cache holds of it, for a recovery from a cold cache).
 
     bare: a fresh file-system image, as a cell gets. vm: the guest's namespace, made what
     the system needs: its file system made afresh and mounted (baseline, nopersist), or the
@@ -72,7 +74,7 @@ def storage(plan: CellPlan, scratch: Path):
     if plan.cell.testbed == "bare":
         with fsimage.fresh_image(scratch / "fs.img", scratch / "mnt", plan.bare.filesystem,
                                  plan.sizing.image_size_bytes, plan.bare.direct_io) as fs:
-            yield fs.data_parent, (fs.slimio_device if plan.is_slimio else None)
+            yield fs.data_parent, (fs.slimio_device if plan.is_slimio else None), fs.remount
         return
     vm = plan.vm
     ns, mountpoint = vm.namespace, Path(vm.mountpoint)
@@ -81,9 +83,15 @@ def storage(plan: CellPlan, scratch: Path):
     if on_file_system(plan.cell.system):
         run_tool([f"mkfs.{vm.filesystem}", *MKFS_OPTIONS, ns])
         mountpoint.mkdir(parents=True, exist_ok=True)
-        run_tool(["mount", "-t", vm.filesystem, "-o", MOUNT_OPTIONS, ns, str(mountpoint)])
+        def mount():
+            run_tool(["mount", "-t", vm.filesystem, "-o", MOUNT_OPTIONS, ns, str(mountpoint)])
+
+        def remount():
+            run_tool(["umount", ns])
+            mount()
+        mount()
         try:
-            yield mountpoint, None
+            yield mountpoint, None, remount
         finally:
             run_tool(["umount", ns])
         return
@@ -93,16 +101,30 @@ def storage(plan: CellPlan, scratch: Path):
     run_tool(["wipefs", "-a", ns])
     run_tool(["dd", "if=/dev/zero", f"of={ns}", "bs=1M", "count=1", "oflag=direct",
               "status=none"])
-    yield scratch, Path(vm.passthru_device if plan.slimio.backend == "nvme" else ns)
+    # SlimIO reads its device with O_DIRECT or passthru: no page cache to drop.
+    yield scratch, Path(vm.passthru_device if plan.slimio.backend == "nvme" else ns), \
+        lambda: None
 
 
-def run_one(plan: CellPlan, warmup_requests: int, scratch: Path) -> dict:
-    """One run (see the module docstring); its files stay in ``scratch``."""
+def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
+            persistence_phases: bool = True, fio_bin: str | None = None) -> dict:
+    """One run (see the module docstring); its files stay in ``scratch``.
+
+    With ``persistence_phases``, the measured SETs are followed by the snapshot and recovery
+    phases and their no-I/O bounds (:mod:`.inmemory`): an On-Demand-Snapshot (BGSAVE; the
+    bound's goes into memory), a restart on the same storage (the recovery; the bound loads
+    its RDB from memory), and for a system that persists, its own log loaded from memory by
+    stock Redis. Each load is checked against the dataset's DEBUG DIGEST and size. A SlimIO
+    run then measures its device's sequential read and write rates with fio (``fio_bin``;
+    the device bounds of a recovery and a snapshot)."""
     bin_dir = Path(plan.redis_bin_dir)
     scratch.mkdir(parents=True)
     commands: list = []
-    with storage(plan, scratch) as (data_parent, device):
-        data_dir = data_parent / "data"
+    timeout = plan.server.snapshot_timeout_s
+    with storage(plan, scratch) as (data_parent, device, remount), \
+            inmemory.memory_dir("slimio-bench-") as mem:
+        # The bound keeps its data directory in memory: its BGSAVE is the snapshot's bound.
+        data_dir = (data_parent if plan.persists else mem) / "data"
         data_dir.mkdir()
         block = ""
         if plan.is_slimio:
@@ -118,6 +140,7 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path) -> dict:
                     slimio_block=block)
         server = RedisServer(bin_dir, conf, port, log)
         server.start(plan.server.start_timeout_s)
+        extra: dict = {}
         try:
             if warmup_requests:
                 warm = dataclasses.replace(plan.workload, requests=warmup_requests)
@@ -130,9 +153,28 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path) -> dict:
             got = benchmark.parse(out.read_text())
             persistence = server.client().info("persistence")
             slim = server.client().info("slimio") if plan.is_slimio else {}
+            if persistence_phases:
+                server.wait_idle(timeout)
+                server.bgsave(timeout)
+                snap = [e for e in redislog.snapshots(log.read_text())
+                        if e["kind"] == "on_demand_snapshot"][-1]
+                extra["snapshot_s"] = snap.get("child_duration_s", snap["duration_s"])
+                extra["snapshot_bytes"] = (
+                    int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
+                    if plan.is_slimio else (data_dir / "dump.rdb").stat().st_size)
+                if plan.is_slimio:
+                    extra.update(snapshot_bound(server, log, timeout))
+                before = dataset(server)
             server.shutdown()
         finally:
             server.kill()
+        if persistence_phases:
+            if plan.recovery.cold_cache:
+                remount()       # as a cell's recovery: from the device, not the page cache
+            extra.update(recoveries(plan, bin_dir, conf, scratch, data_dir, device, mem,
+                                    before, timeout))
+            if plan.is_slimio and fio_bin:
+                extra.update(device_rates(plan, fio_bin, device, scratch, extra))
     return {"rps": got["rps"], "requests_completed": got["requests_completed"],
             "duration_s": got["duration_s"], "avg_ms": got["avg_ms"],
             "p99_ms": got["p99_ms"], "p999_ms": got["p999_ms"],
@@ -140,11 +182,112 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path) -> dict:
             "slimio_wal_lag_waits": slim.get("slimio_wal_lag_waits"),
             "slimio_wal_full_refusals": slim.get("slimio_wal_full_refusals"),
             "start_unix_s": t["start_unix_s"], "end_unix_s": t["end_unix_s"],
-            "argv": cmd}
+            **extra, "argv": cmd}
+
+
+def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
+    """The snapshot's no-I/O bound, in a SlimIO run: a second BGSAVE with
+    slimio-snapshot-sink discard (the same serialisation into nothing), timed like the
+    real one from the server log."""
+    cli = server.client()
+    cli.config_set("slimio-snapshot-sink", "discard")
+    try:
+        server.bgsave(timeout)
+    finally:
+        cli.config_set("slimio-snapshot-sink", "device")
+    bound = [e for e in redislog.snapshots(log.read_text()) if e["kind"] == "snapshot_bound"]
+    if not bound:
+        raise BenchError(f"{log} has no BGSAVE into SlimIO's discard sink")
+    b = bound[-1]
+    return {"snapshot_bound_s": b.get("child_duration_s", b["duration_s"]),
+            "snapshot_bound_bytes": b["bytes"]}
+
+
+# fio's queue depth for the device rates: more than SlimIO keeps in flight (3 read-ahead
+# chunks, slimio_snap.c PF_BUFS - 1), so that the rate is the device's, not the queue's.
+RATE_IODEPTH = 8
+RATE_BLOCK_BYTES = 4 << 20
+
+
+def device_rates(plan: CellPlan, fio_bin: str, device: Path, scratch: Path,
+                 got: dict) -> dict:
+    """Sequential read, then write, of the run's SlimIO device with fio, each as many bytes
+    as the recovery read and the snapshot wrote (rounded up to whole blocks). Last in the
+    run: the write overwrites the device's start."""
+    bs = RATE_BLOCK_BYTES
+    if plan.cell.testbed == "vm" and str(device).startswith("/dev/ng"):
+        # Passthru does not split a command: no larger than the device takes.
+        bs = min(bs, vmstorage.max_command_bytes(plan.vm.namespace))
+    out = {}
+    for rw, size in (("read", got["recovery_bound_input_bytes"]),
+                     ("write", got["snapshot_bytes"])):
+        size = max(bs, -(-size // bs) * bs)
+        rate = roofline.measure_rate(fio_bin, str(device), rw, scratch / f"fio-{rw}.json",
+                                     size_bytes=size, block_size_bytes=bs,
+                                     iodepth=RATE_IODEPTH)
+        out[f"device_{rw}_mb_s"] = rate["mb_s"]
+    out["device_rate_block_bytes"] = bs
+    return out
+
+
+def dataset(server: RedisServer) -> dict:
+    cli = server.client()
+    return {"digest": cli.execute_command("DEBUG", "DIGEST"), "dbsize": cli.dbsize()}
+
+
+def _check(server: RedisServer, before: dict, what: str) -> None:
+    after = dataset(server)
+    server.shutdown()
+    if after != before:
+        raise BenchError(f"{what} did not restore the dataset: {before} before, {after} "
+                         f"after; see {server.log_file}")
+
+
+def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, scratch: Path, data_dir: Path,
+               device: Path | None, mem: Path, before: dict, timeout: float) -> dict:
+    """The run's recovery (a restart with its own configuration on its own storage), then,
+    for a system that persists, the same input loaded from memory (:mod:`.inmemory`)."""
+    log = scratch / layout.RAW_RECOVERY_LOG
+    conf_text = conf.read_text().replace(str(scratch / layout.RAW_REDIS_LOG), str(log))
+    rconf = scratch / "redis-recovery.conf"
+    rconf.write_text(conf_text)
+    port = int(next(line.split()[1] for line in conf_text.splitlines()
+                    if line.startswith("port ")))
+    server = RedisServer(bin_dir, rconf, port, log)
+    out: dict = {}
+    try:
+        server.start(timeout)
+        loads = redislog.load_times(log.read_text())
+        out["recovery_s"] = loads.get("append only file" if plan.persists else "disk")
+        rec = redislog.slimio_recovery(log.read_text())
+        if rec is not None:
+            out["slimio_recovery_bytes"] = rec["bytes"]
+            out["slimio_recovery_wait_s"] = rec["wait_s"]
+        _check(server, before, "the recovery")
+    finally:
+        server.kill()
+    if not plan.persists:
+        return out
+    bound_dir = mem / "bound"
+    bound_dir.mkdir()
+    if plan.is_slimio:
+        got = inmemory.slimio_aof_dir(bin_dir / layout.SLIMIO_ADMIN, device,
+                                      plan.slimio.lba_size_bytes, bound_dir, scratch)
+        out["recovery_bound_input_bytes"] = got["base_bytes"] + got["log_bytes"]
+    else:
+        out["recovery_bound_input_bytes"] = inmemory.copy_aof_dir(
+            data_dir / inmemory.AOF_DIR, bound_dir)
+    server, got = inmemory.load(bin_dir, bound_dir, True, scratch, "bound", timeout)
+    try:
+        out["recovery_bound_s"] = got["load_s"]
+        _check(server, before, "loading the log from memory")
+    finally:
+        server.kill()
+    return out
 
 
 def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
-        say=print) -> list[dict]:
+        say=print, persistence_phases: bool = True, fio_bin: str | None = None) -> list[dict]:
     """Every run of :func:`schedule`; one JSON line per run in ``out_dir``/runs.jsonl, and
     the host (or guest) it ran on in ``out_dir``/where.json. A run's own files are kept
     only when it fails (``out_dir``/failed-<n>/)."""
@@ -158,7 +301,7 @@ def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
         scratch = out_dir / f"run-{i}"
         t0 = time.monotonic()
         try:
-            got = run_one(plan, warmup_requests, scratch)
+            got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin)
         except Exception as exc:
             shutil.move(scratch, out_dir / f"failed-{i}")
             raise BenchError(f"run {i} ({plan.cell.system}, {plan.cell.policy}) failed: {exc}; "
@@ -174,5 +317,9 @@ def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
             fh.write(json.dumps(row) + "\n")
         say(f"[{i + 1}/{len(todo)}] round {r + 1} {block:<10} "
             f"{plan.cell.system:<13} {got['rps']:>10,.0f} SET/s"
+            + (f"  snapshot {got['snapshot_s']:.3f} s, recovery {got['recovery_s']:.3f} s"
+               if "snapshot_s" in got else "")
+            + (f" (from memory {got['recovery_bound_s']:.3f} s)"
+               if "recovery_bound_s" in got else "")
             + (f"  ({got['aof_rewrites']} rewrites!)" if got["aof_rewrites"] else ""))
     return runs

@@ -19,6 +19,9 @@ EVENTS = [
     ("Background saving error", "on_demand_snapshot", "fail"),
     ("Background saving terminated by signal", "on_demand_snapshot", "fail"),
 ]
+# SlimIO's BGSAVE into the discard sink (slimio-snapshot-sink discard): the no-I/O bound.
+DISCARD_RE = re.compile(r"SlimIO: On-Demand snapshot of (?P<bytes>\d+) bytes serialised into the "
+                        r"discard sink in (?P<secs>[\d.]+) seconds")
 LOAD_RE = re.compile(r"DB loaded from (?P<what>append only file|disk|base file \S+|incr file \S+)"
                      r": (?P<secs>[\d.]+) seconds")
 
@@ -36,9 +39,22 @@ def lines(text: str):
 
 
 def snapshots(text: str) -> list[dict]:
-    """Completed and failed snapshots, in order: kind, start/end unix time, duration."""
-    out, open_by_kind = [], {}
+    """Completed and failed snapshots, in order: kind, start/end unix time, duration.
+
+    A BGSAVE that SlimIO serialised into its discard sink (its child says so) is not an
+    On-Demand-Snapshot but the snapshot's no-I/O bound: kind ``snapshot_bound``, with the
+    bytes it serialised.
+
+    ``child_duration_s``: from the start to the fork child's last line (its end, to the
+    millisecond). The parent notices a child's exit only in serverCron (every 100 ms at
+    Redis's default hz 10), so ``duration_s`` carries up to 100 ms of that wait."""
+    out, open_by_kind, discarded, child_pid, child_last = [], {}, None, None, None
     for m in lines(text):
+        dm = DISCARD_RE.search(m["msg"])
+        if dm:
+            discarded = int(dm["bytes"])
+        if m["role"] == "C" and m["pid"] == child_pid:
+            child_last = parse_time(m["ts"])
         if m["role"] != "M":
             continue
         for prefix, kind, edge in EVENTS:
@@ -46,10 +62,18 @@ def snapshots(text: str) -> list[dict]:
                 t = parse_time(m["ts"])
                 if edge == "start":
                     open_by_kind[kind] = t
+                    pm = re.search(r"by pid (\d+)", m["msg"])
+                    child_pid, child_last = (pm.group(1) if pm else None), None
                 elif kind in open_by_kind:
                     start = open_by_kind.pop(kind)
-                    out.append({"kind": kind, "start_unix_s": start, "end_unix_s": t,
-                                "duration_s": round(t - start, 3), "ok": edge == "end"})
+                    event = {"kind": kind, "start_unix_s": start, "end_unix_s": t,
+                             "duration_s": round(t - start, 3), "ok": edge == "end"}
+                    if child_last is not None:
+                        event["child_duration_s"] = round(child_last - start, 3)
+                    if kind == "on_demand_snapshot" and discarded is not None:
+                        event.update(kind="snapshot_bound", bytes=discarded)
+                        discarded = None
+                    out.append(event)
                 break
     return out
 
@@ -65,17 +89,21 @@ def load_times(text: str) -> dict:
 
 
 SLIMIO_RECOVERY_RE = re.compile(r"SlimIO recovery: loaded (?P<bytes>\d+) bytes in "
-                                r"(?P<secs>[\d.]+) seconds \((?P<mbps>[\d.]+) MB/s\)")
+                                r"(?P<secs>[\d.]+) seconds \((?P<mbps>[\d.]+) MB/s\)"
+                                r"(?:.*, (?P<wait>[\d.]+) seconds waiting for it)?")
 
 
 def slimio_recovery(text: str) -> dict | None:
-    """SlimIO's own recovery line (the last one): bytes it read from its device, seconds, MB/s."""
+    """SlimIO's own recovery line (the last one): bytes it read from its device, seconds, MB/s,
+    and (builds since issue 18's read-ahead change) the seconds its loader waited for the
+    device, else None."""
     out = None
     for m in lines(text):
         sm = SLIMIO_RECOVERY_RE.search(m["msg"])
         if sm:
             out = {"bytes": int(sm["bytes"]), "secs": float(sm["secs"]),
-                   "mbps": float(sm["mbps"])}
+                   "mbps": float(sm["mbps"]),
+                   "wait_s": float(sm["wait"]) if sm["wait"] else None}
     return out
 
 

@@ -216,3 +216,68 @@ def run(fio_bin: str, device: str, out_dir: str | Path, *, size_bytes: int,
     record = dict(summary, device=device, command=cmd)
     (out / layout.RAW_ROOFLINE).write_text(json.dumps(record, indent=2) + "\n")
     return summary
+
+
+# The bench's device rates (slimio-repro bench): a sequential read or write of SlimIO's own
+# device, the same target SlimIO's recovery reads and its snapshot writes: the passthru char
+# device in a VM (io_uring_cmd), the device file on the bare testbed (io_uring, O_DIRECT).
+RATE_JOB_NAME = "device-rate"
+
+
+def rate_command(fio_bin: str, target: str, rw: str, *, size_bytes: int,
+                 block_size_bytes: int, iodepth: int, output_json: str) -> list[str]:
+    """One sequential ``rw`` ("read" or "write") job of ``size_bytes`` from offset 0 of
+    ``target`` in ``block_size_bytes`` blocks at ``iodepth``; fio's JSON report to
+    ``output_json``. Raises ValueError naming a bad value."""
+    if rw not in ("read", "write"):
+        raise ValueError(f"rw {rw!r}: the device rates are 'read' or 'write'")
+    _positive("size_bytes", size_bytes)
+    _positive("block_size_bytes", block_size_bytes)
+    _positive("iodepth", iodepth)
+    if size_bytes % block_size_bytes:
+        raise ValueError(f"size_bytes {size_bytes} is not a multiple of block_size_bytes "
+                         f"{block_size_bytes}")
+    engine = (["--ioengine=io_uring_cmd", "--cmd_type=nvme"]
+              if NVME_CHAR_DEVICE.fullmatch(target) else ["--ioengine=io_uring", "--direct=1"])
+    return [fio_bin, f"--name={RATE_JOB_NAME}", f"--filename={target}", *engine,
+            f"--rw={rw}", f"--bs={block_size_bytes}", f"--iodepth={iodepth}",
+            f"--size={size_bytes}", "--offset=0", "--numjobs=1", "--group_reporting",
+            "--output-format=json", f"--output={output_json}"]
+
+
+def parse_rate(fio_json_text: str, rw: str) -> dict:
+    """``bytes``, ``runtime_s`` and ``mb_s`` (10^6 bytes/s) of the one ``rw`` job of a
+    :func:`rate_command` report. Raises ValueError on anything else."""
+    data = _json_object(fio_json_text)
+    jobs = data.get("jobs")
+    if not isinstance(jobs, list) or len(jobs) != 1:
+        raise ValueError("fio report has not exactly one job")
+    job = jobs[0]
+    if job.get("error", 0) != 0:
+        raise ValueError(f"fio job failed with error {job['error']} "
+                         f"({os.strerror(job['error'])})")
+    part = job.get(rw) or {}
+    io_bytes, runtime_ms = int(part.get("io_bytes", 0)), int(part.get("runtime", 0))
+    if io_bytes <= 0 or runtime_ms <= 0:
+        raise ValueError(f"fio's {rw} job moved {io_bytes} bytes in {runtime_ms} ms: "
+                         "nothing to take a rate from")
+    return {"bytes": io_bytes, "runtime_s": runtime_ms / 1000,
+            "mb_s": int(part["bw_bytes"]) / 1e6,
+            "fio_version": str(data.get("fio version", "unknown"))}
+
+
+def measure_rate(fio_bin: str, target: str, rw: str, out_json: Path, *, size_bytes: int,
+                 block_size_bytes: int, iodepth: int,
+                 timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
+    """Run :func:`rate_command` and return :func:`parse_rate` plus its ``command``."""
+    cmd = rate_command(fio_bin, target, rw, size_bytes=size_bytes,
+                       block_size_bytes=block_size_bytes, iodepth=iodepth,
+                       output_json=str(out_json))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise RooflineError(f"`{' '.join(cmd)}` did not run: {exc}") from None
+    if proc.returncode != 0:
+        raise RooflineError(f"`{' '.join(cmd)}` failed ({proc.returncode}): "
+                            f"{proc.stderr.strip()[-500:]}")
+    return {**parse_rate(out_json.read_text(), rw), "command": cmd}

@@ -108,7 +108,9 @@ def slimio_recovery(raw: Path) -> dict:
                          f"{line['bytes']} bytes; the SlimIO server contradicts itself")
     return {"slimio_recovery_time_s": float(info["slimio_recovery_time_s"]),
             "slimio_recovery_bytes": int(info["slimio_recovery_bytes"]),
-            "slimio_recovery_mb_s": float(info["slimio_recovery_mbps"])}
+            "slimio_recovery_mb_s": float(info["slimio_recovery_mbps"]),
+            # The loader's wait for the device (None in logs older than the field).
+            "slimio_recovery_wait_s": line["wait_s"]}
 
 
 def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None = None) -> dict:
@@ -299,6 +301,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
 
     wal = [s for s in snaps if s["kind"] == "wal_snapshot" and s["ok"]]
     od = [s for s in snaps if s["kind"] == "on_demand_snapshot" and s["ok"]]
+    bound = [s for s in snaps if s["kind"] == "snapshot_bound" and s["ok"]]
     ok_durations = [s["duration_s"] for s in wal + od]
     od_bytes = events.get("on_demand_snapshot", {}).get("bytes")
     slim_storage = prov["storage"].get("slimio")
@@ -322,6 +325,11 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "on_demand_snapshot_mb_s": (od_bytes / MB / od[-1]["duration_s"]
                                     if od and od_bytes and od[-1]["duration_s"] else None),
         "snapshot_time_s": sum(ok_durations) / len(ok_durations) if ok_durations else None,
+        # From the fork to the child's last log line (the parent notices the end up to a
+        # serverCron later), and SlimIO's BGSAVE into nothing, timed alike: the no-I/O bound.
+        "on_demand_snapshot_child_s": od[-1].get("child_duration_s") if od else None,
+        "snapshot_bound_s": bound[-1].get("child_duration_s") if bound else None,
+        "snapshot_bound_bytes": bound[-1]["bytes"] if bound else None,
         "failed_snapshot_count": sum(not s["ok"] for s in snaps),
         "server_set_p999_ms": server_latency_p999_ms(_json(raw, layout.RAW_INFO_END)),
         "device_write_bytes_workload": device["write_bytes_workload"],

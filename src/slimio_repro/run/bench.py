@@ -31,6 +31,41 @@ DEFAULT_SYSTEMS = {"bare": ["nopersist", "baseline", "slimio"],
 # Ratios the bench reports per policy: (numerator, denominator).
 RATIO_PAIRS = [("slimio", "baseline"), ("slimio-nofdp", "baseline"),
                ("baseline", NOPERSIST), ("slimio", NOPERSIST), ("slimio-nofdp", NOPERSIST)]
+PERSISTING = ("baseline", "slimio", "slimio-nofdp")
+# Every ratio, per policy block and round: (section, label, numerator (system, column),
+# denominator (system, column)). SET/s: higher is better; times: lower is better. The
+# snapshot's no-I/O bound is the slimio run's second BGSAVE, serialised into nothing
+# (snapshot_bound_s; the dataset is the same in every run of a round). The bound's
+# (nopersist's) BGSAVE goes to tmpfs and its recovery loads that RDB from memory; a
+# system's own no-I/O recovery bound is its log loaded from memory (recovery_bound_s).
+RATIOS = (
+    [("SET/s", f"{a} / {b}", (a, "rps"), (b, "rps")) for a, b in RATIO_PAIRS]
+    + [("snapshot time", f"{a} / {b}", (a, "snapshot_s"), (b, "snapshot_s"))
+       for a, b in (("slimio", "baseline"), ("slimio-nofdp", "baseline"))]
+    + [("snapshot time", f"{a} / no-I/O bound (BGSAVE into nothing)", (a, "snapshot_s"),
+        ("slimio", "snapshot_bound_s")) for a in PERSISTING]
+    + [("snapshot time", f"{a} / BGSAVE into tmpfs", (a, "snapshot_s"),
+        (NOPERSIST, "snapshot_s")) for a in PERSISTING]
+    + [("snapshot time", f"{a} / its bound", (a, "snapshot_s"), (a, "snapshot_floor_s"))
+       for a in PERSISTING]
+    + [("recovery time", f"{a} / {b}", (a, "recovery_s"), (b, "recovery_s"))
+       for a, b in (("slimio", "baseline"), ("slimio-nofdp", "baseline"))]
+    + [("recovery time", f"{a} / its bound", (a, "recovery_s"), (a, "recovery_floor_s"))
+       for a in PERSISTING]
+    + [("recovery time", f"{a} / its log loaded from memory", (a, "recovery_s"),
+        (a, "recovery_bound_s")) for a in PERSISTING]
+    + [("recovery time", f"{a} / the RDB loaded from memory", (a, "recovery_s"),
+        (NOPERSIST, "recovery_s")) for a in PERSISTING])
+# Per-run columns summarised per policy and system: (column, header, format).
+RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f}"),
+                ("snapshot_mb_s", "snapshot MB/s", "{:.1f}"),
+                ("snapshot_bound_s", "into nothing s", "{:.3f}"),
+                ("device_write_mb_s", "fio write MB/s", "{:,.0f}"),
+                ("snapshot_floor_s", "snapshot bound s", "{:.3f}"),
+                ("recovery_s", "recovery s", "{:.3f}"),
+                ("recovery_bound_s", "log from memory s", "{:.3f}"),
+                ("device_read_mb_s", "fio read MB/s", "{:,.0f}"),
+                ("recovery_floor_s", "recovery bound s", "{:.3f}")]
 
 
 class BenchError(RuntimeError):
@@ -38,58 +73,137 @@ class BenchError(RuntimeError):
 
 
 def _ratio_rows(runs: list[dict]) -> list[dict]:
-    """Per policy block and pair of :data:`RATIO_PAIRS`: the ratio of the pair's two runs in
-    each round, then the median, min and max over the rounds."""
-    rps = {(r["round"], r["policy_block"], r["system"]): r["rps"] for r in runs}
+    """Per policy block and ratio of :data:`RATIOS`: the ratio of its two runs in each
+    round, then the median, min and max over the rounds."""
+    value = {(r["round"], r["policy_block"], r["system"]): r for r in runs}
     rounds = sorted({r["round"] for r in runs})
     out = []
     for policy in dict.fromkeys(r["policy_block"] for r in runs):
-        for a, b in RATIO_PAIRS:
-            values = [rps[(k, policy, a)] / rps[(k, policy, b)] for k in rounds
-                      if rps.get((k, policy, a)) and rps.get((k, policy, b))]
+        for section, label, (a, ca), (b, cb) in RATIOS:
+            values = []
+            for k in rounds:
+                x = value.get((k, policy, a), {}).get(ca)
+                y = value.get((k, policy, b), {}).get(cb)
+                if x is not None and y:
+                    values.append(x / y)
             if values:
-                out.append({"policy": policy, "ratio": f"{a} / {b}", "rounds": len(values),
-                            "median": statistics.median(values), "min": min(values),
-                            "max": max(values), "values": values})
+                out.append({"policy": policy, "metric": section, "ratio": label,
+                            "rounds": len(values), "median": statistics.median(values),
+                            "min": min(values), "max": max(values), "values": values})
     return out
+
+
+def _with_rates(runs: list[dict]) -> list[dict]:
+    """Each run's snapshot MB/s and its bounds (DESIGN §5: the lower of the two rates, so
+    the longer of the two times):
+
+    * snapshot_floor_s: the longer of the no-I/O bound (the round's BGSAVE into nothing,
+      measured in its slimio run) and the snapshot's bytes at the device's write rate;
+    * recovery_floor_s: the longer of the run's own log loaded from memory and the bytes of
+      that log at the device's read rate.
+
+    The device rates are fio's on the round's slimio device (slimio, else slimio-nofdp).
+    """
+    by_round: dict = {}
+    for r in runs:
+        if r["system"] in ("slimio", "slimio-nofdp"):
+            key = (r["round"], r["policy_block"])
+            if r["system"] == "slimio" or key not in by_round:
+                by_round[key] = r
+    for r in runs:
+        if r.get("snapshot_s") and r.get("snapshot_bytes"):
+            r["snapshot_mb_s"] = r["snapshot_bytes"] / 1e6 / r["snapshot_s"]
+        ref = by_round.get((r["round"], r["policy_block"]), {})
+        if r.get("snapshot_bytes") and ref.get("snapshot_bound_s") and \
+                ref.get("device_write_mb_s"):
+            r["snapshot_floor_s"] = max(ref["snapshot_bound_s"], r["snapshot_bytes"] / 1e6
+                                        / ref["device_write_mb_s"])
+        if r.get("recovery_bound_s") is not None and ref.get("device_read_mb_s"):
+            r["recovery_floor_s"] = max(r["recovery_bound_s"],
+                                        r["recovery_bound_input_bytes"] / 1e6
+                                        / ref["device_read_mb_s"])
+    return runs
 
 
 def _rate_rows(runs: list[dict]) -> list[dict]:
     out = {}
     for r in runs:
-        out.setdefault((r["policy_block"], r["system"]), []).append(r["rps"])
-    return [{"policy": p, "system": s, "runs": len(v), "median_rps": statistics.median(v),
-             "min_rps": min(v), "max_rps": max(v)} for (p, s), v in out.items()]
+        out.setdefault((r["policy_block"], r["system"]), []).append(r)
+    rows = []
+    for (p, s), rs in out.items():
+        row = {"policy": p, "system": s, "runs": len(rs)}
+        for col, _, _ in RATE_COLUMNS:
+            v = [r[col] for r in rs if r.get(col) is not None]
+            if v:
+                row[f"median_{col}"] = statistics.median(v)
+                row[f"min_{col}"], row[f"max_{col}"] = min(v), max(v)
+        rows.append(row)
+    return rows
 
 
 def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str) -> str:
+    cols = [c for c in RATE_COLUMNS if any(f"median_{c[0]}" in r for r in rates)]
     lines = ["# Bench: the systems side by side, interleaved", "", about, "",
-             "## SET/s per run (median, min-max over the rounds)", "",
-             "| Policy | System | runs | median SET/s | min-max |", "|---|---|---|---|---|"]
+             "## Per run (median, min-max over the rounds)", "",
+             "| Policy | System | runs | " + " | ".join(h for _, h, _ in cols) + " |",
+             "|---|---|---|" + "---|" * len(cols)]
+
+    def cell(r, col, fmt):
+        if f"median_{col}" not in r:
+            return "n/a"
+        return (fmt.format(r[f"median_{col}"]) + " (" + fmt.format(r[f"min_{col}"]) + "-"
+                + fmt.format(r[f"max_{col}"]) + ")")
     for r in rates:
         lines.append(f"| {r['policy']} | {r['system']} | {r['runs']} | "
-                     f"{r['median_rps']:,.0f} | {r['min_rps']:,.0f}-{r['max_rps']:,.0f} |")
-    lines += ["", "## Ratios (each round's two runs; median, min-max over the rounds)", "",
-              "| Policy | Ratio | rounds | median | min-max |", "|---|---|---|---|---|"]
-    for r in ratios:
-        lines.append(f"| {r['policy']} | {r['ratio']} | {r['rounds']} | {r['median']:.3f} | "
-                     f"{r['min']:.3f}-{r['max']:.3f} |")
+                     + " | ".join(cell(r, c, f) for c, _, f in cols) + " |")
+    for section in dict.fromkeys(r["metric"] for r in ratios):
+        better = "higher" if section == "SET/s" else "lower"
+        lines += ["", f"## Ratios of {section} ({better} is better; each round's two runs; "
+                  "median, min-max over the rounds)", "",
+                  "| Policy | Ratio | rounds | median | min-max |", "|---|---|---|---|---|"]
+        for r in ratios:
+            if r["metric"] == section:
+                lines.append(f"| {r['policy']} | {r['ratio']} | {r['rounds']} | "
+                             f"{r['median']:.3f} | {r['min']:.3f}-{r['max']:.3f} |")
     rewrites = [r for r in runs if r["aof_rewrites"]]
     lines += ["", "nopersist (no persistence) is the bound: the same server with AOF and "
               "snapshots off. It runs once per policy in each round, so every policy's "
-              "ratios to it are taken minutes apart at most.",
-              f"Runs with a rewrite (none expected): {len(rewrites)}."]
+              "ratios to it are taken minutes apart at most."]
+    if any("snapshot_s" in r for r in runs):
+        lines += ["", "Snapshot: an On-Demand-Snapshot (BGSAVE) after the measured SETs, its "
+                  "time from the server log, from the fork to the child's last line (the "
+                  "parent sees the child's exit only in its next serverCron, up to 100 ms "
+                  "later, for every system alike). Into nothing: in the "
+                  "slimio run, a second BGSAVE with slimio-snapshot-sink discard, the same "
+                  "serialisation into a sink that keeps nothing (the no-I/O bound). "
+                  "nopersist's BGSAVE goes to a directory in memory (tmpfs), whose page "
+                  "allocation and copy it pays in line. "
+                  "Recovery: a restart on the run's own storage, the load time Redis logs; "
+                  "the bound's loads its RDB from memory. Log from memory: the system's own "
+                  "recovery input (the baseline's AOF directory; SlimIO's WAL-Snapshot slot "
+                  "and live WAL, exported with slimio-admin) copied into memory and loaded "
+                  "by stock Redis. Every load is checked against the dataset's DEBUG DIGEST."]
+    if any("device_read_mb_s" in r for r in runs):
+        lines += ["", "Bounds: fio reads, then writes, the slimio run's own device sequentially "
+                  "after its recovery (its nvme passthru char device in a VM, its device "
+                  "file with O_DIRECT on bare; as many bytes as the recovery read and the "
+                  "snapshot wrote; iodepth 8). A snapshot's bound is the longer of the "
+                  "round's BGSAVE into nothing and its bytes at fio's write rate; a "
+                  "recovery's, the longer of its log loaded from memory and that log's "
+                  "bytes at fio's read rate (the lower of the two rates, DESIGN §5)."]
+    lines += ["", f"Runs with a rewrite (none expected): {len(rewrites)}."]
     return "\n".join(lines) + "\n"
 
 
 def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
     """The bench's tables next to its runs; returns the Markdown."""
     import pandas as pd
+    runs = _with_rates(runs)
     ratios, rates = _ratio_rows(runs), _rate_rows(runs)
     pd.DataFrame(runs).drop(columns=["argv"], errors="ignore").to_csv(out_dir / "runs.csv",
                                                                        index=False)
-    pd.DataFrame(ratios, columns=["policy", "ratio", "rounds", "median", "min", "max"]
-                 ).to_csv(out_dir / "ratios.csv", index=False)
+    pd.DataFrame(ratios, columns=["policy", "metric", "ratio", "rounds", "median", "min",
+                                  "max"]).to_csv(out_dir / "ratios.csv", index=False)
     about = (f"Testbed {prov['testbed']}, {prov['rounds']} rounds, {prov['requests']:,} SETs "
              f"per run after {prov['warmup_requests']:,} of warm-up; "
              f"{prov['clients']} clients, {prov['value_size_bytes']} B values, "
@@ -102,8 +216,13 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
 
 
 def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
-          warmup: int) -> None:
-    """What the bench refuses before it plans anything, naming the option."""
+          warmup: int, fio_bin: Path | None = None) -> None:
+    """What the bench refuses before it plans anything, naming the option. ``fio_bin``: the
+    bare bench's fio (for the device bounds), which must be built."""
+    if fio_bin is not None and not fio_bin.is_file():
+        raise BenchError(f"{fio_bin} is not built, and the bench measures the device's rates "
+                         f"with it: run `snakemake --cores all {fio_bin}` (or pass "
+                         "--wal-only)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BenchError(f"--out {out_dir} exists and is not empty; the bench never "
                          "overwrites a result: name another directory")
@@ -116,7 +235,8 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
 
 
 def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
-        box_file: Path | None = None, say=print) -> str:
+        box_file: Path | None = None, say=print, persistence_phases: bool = True,
+        fio_bin: Path | None = None) -> str:
     """Run and summarize a bench of ``the_plans`` (:func:`slimio_repro.plan.bench_plans`);
     returns its Markdown."""
     testbed = the_plans[0].cell.testbed
@@ -126,20 +246,23 @@ def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
     prov = {"testbed": testbed, "systems": systems, "policies": policies, "rounds": rounds,
             "requests": w.requests, "warmup_requests": warmup, "clients": w.clients,
             "keyspace": w.keyspace, "key_size_bytes": w.key_size_bytes,
-            "value_size_bytes": w.value_size_bytes, "git": provenance.git(),
+            "value_size_bytes": w.value_size_bytes, "persistence_phases": persistence_phases,
+            "git": provenance.git(),
             "utc_start": provenance.utc_now(), "plans": [p.to_dict() for p in the_plans]}
     out_dir.mkdir(parents=True, exist_ok=True)
     if testbed == "bare":
-        runs = guest_bench.run(the_plans, rounds, warmup, out_dir, say)
+        runs = guest_bench.run(the_plans, rounds, warmup, out_dir, say, persistence_phases,
+                               str(fio_bin) if fio_bin else None)
     else:
-        runs = _in_vm(the_plans, rounds, warmup, out_dir, box_file, say, prov)
+        runs = _in_vm(the_plans, rounds, warmup, out_dir, box_file, say, prov,
+                      persistence_phases)
     where = json.loads((out_dir / "where.json").read_text())
     prov.update(where=where, utc_end=provenance.utc_now())
     return write(out_dir, runs, prov)
 
 
 def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
-           box_file: Path | None, say, prov: dict) -> list[dict]:
+           box_file: Path | None, say, prov: dict, persistence_phases: bool) -> list[dict]:
     """The runs inside one VM of the plans' vm testbed; its records copied into ``out_dir``."""
     if box_file is None or not box_file.is_file():
         raise BenchError(f"{box_file} is not built: run `snakemake --cores all "
@@ -163,7 +286,8 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
         plans_json = json.dumps([vmmod.guest_plan(p).to_dict() for p in the_plans]).encode()
         proc = vmmod.guest_python(
             vm, f"bench --plans-json {vmmod.GUEST_REPO_DIR}/plans.json --rounds {rounds} "
-                f"--warmup {warmup} --out {guest_out}", {"plans.json": plans_json},
+                f"--warmup {warmup} --out {guest_out}"
+                + ("" if persistence_phases else " --wal-only"), {"plans.json": plans_json},
             timeout=plan0.workload.timeout_s * len(the_plans) * rounds, clear=[guest_out])
         text = proc.stdout.decode(errors="replace")
         (out_dir / "guest-bench.log").write_text(text)
