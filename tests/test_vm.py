@@ -1,6 +1,7 @@
 """The vm testbed's host side without a VM: device profiles, QEMU options, the VM spec."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -165,3 +166,17 @@ def test_work_dir_must_be_reachable_by_libvirts_qemu(tmp_path):
     with pytest.raises(vm.VmError, match=f"{private} is not searchable by other users"):
         vm.work_dir(str(private / "vm"))
     assert vm.work_dir(None) == vm.DEFAULT_WORK_DIR
+
+
+def test_up_facts_come_from_what_vagrant_up_printed():
+    """The domain name and SSH address as vagrant-libvirt 0.x prints them (captured from a
+    cell's vagrant.log), so that neither `vagrant ssh-config` nor `vagrant destroy` has to
+    run; a re-up of an existing domain prints no name, and none is made up."""
+    out = (Path(__file__).parent / "fixtures" / "vm" / "vagrant-up.log").read_text()
+    facts = vm.up_facts(out)
+    assert facts == {"domain": "vm-slimio-redis-benchmark-always-r1_default",
+                     "host": "192.168.124.101", "port": 22}
+    config = vm.ssh_config(facts["host"], facts["port"], "/k/box.key")
+    assert "  HostName 192.168.124.101\n  User vagrant\n  Port 22\n" in config
+    assert "  IdentityFile /k/box.key\n  IdentitiesOnly yes\n" in config
+    assert vm.up_facts("==> default: Machine booted and ready!\n") == {}

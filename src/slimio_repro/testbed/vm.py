@@ -180,12 +180,23 @@ class Vm:
     def __init__(self, directory: Path, spec: dict, log: Path):
         self.dir, self.spec, self.log = directory, spec, log
         self.ssh_config = directory / "ssh_config"
+        self.domain: str | None = None
 
     def up(self) -> None:
+        """``vagrant up``; the SSH configuration and the libvirt domain's name are taken
+        from what it printed (:func:`up_facts`), each a second's Vagrant run less per cell
+        than ``vagrant ssh-config`` and ``vagrant destroy`` (measured: 0.9-1.0 s and
+        2.4-2.7 s under this host's TCG), with those commands as the fallback."""
         (self.dir / "Vagrantfile").write_text(paths.VAGRANTFILE.read_text())
         (self.dir / "vm.json").write_text(json.dumps(self.spec, indent=2) + "\n")
-        _vagrant(["up", "--provider", "libvirt", "--no-provision"], self.dir, self.log)
-        self.ssh_config.write_text(_vagrant(["ssh-config"], self.dir))
+        out = _vagrant(["up", "--provider", "libvirt", "--no-provision"], self.dir, self.log)
+        facts = up_facts(out)
+        self.domain = facts.get("domain") or self.domain    # a re-up does not print it
+        if "host" in facts:
+            self.ssh_config.write_text(ssh_config(facts["host"], facts["port"],
+                                                  self.spec["ssh_private_key"]))
+        else:
+            self.ssh_config.write_text(_vagrant(["ssh-config"], self.dir))
 
     def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
             stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
@@ -204,8 +215,66 @@ class Vm:
         return proc
 
     def destroy(self) -> None:
-        if (self.dir / "Vagrantfile").exists():
-            _vagrant(["destroy", "--force"], self.dir, self.log)
+        """Stop the domain and remove it with its storage (the box overlay volume) through
+        libvirt, as ``vagrant destroy`` does (its fallback when the domain is not known);
+        the directory with Vagrant's state is the caller's to delete."""
+        if not (self.dir / "Vagrantfile").exists():
+            return
+        if self.domain:
+            try:
+                remove_domain(self.domain, self.log)
+                return
+            except VmError:
+                pass        # let Vagrant try, and name what is wrong
+        _vagrant(["destroy", "--force"], self.dir, self.log)
+
+
+UP_DOMAIN = re.compile(r"^==> default:\s+-- Name:\s+(?P<name>\S+)\s*$", re.M)
+UP_SSH = re.compile(r"SSH address: (?P<host>[0-9a-fA-F.:]+):(?P<port>\d+)\s*$", re.M)
+
+
+def up_facts(output: str) -> dict:
+    """From ``vagrant up``'s output: the libvirt domain's name (``-- Name:``) and the SSH
+    address (``SSH address: HOST:PORT``), each only when printed."""
+    out = {}
+    m = UP_DOMAIN.search(output)
+    if m:
+        out["domain"] = m["name"]
+    m = UP_SSH.search(output)
+    if m:
+        out["host"], out["port"] = m["host"], int(m["port"])
+    return out
+
+
+def ssh_config(host: str, port: int, key: str) -> str:
+    """The SSH configuration ``vagrant ssh-config`` writes for the box (its key, no host
+    key checking: every cell's guest is new)."""
+    return (f"Host default\n  HostName {host}\n  User vagrant\n  Port {port}\n"
+            "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n"
+            f"  PasswordAuthentication no\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
+            "  LogLevel FATAL\n")
+
+
+def remove_domain(domain: str, log: Path | None = None) -> None:
+    """``virsh destroy`` (if running) and ``virsh undefine --remove-all-storage``: the
+    domain and the volumes of its disks (the box overlay in the pool) are gone; anything
+    QEMU was given outside libvirt (the NVMe image in the cell's directory) is not."""
+    def virsh(*args: str) -> subprocess.CompletedProcess:
+        proc = subprocess.run(["virsh", "-c", "qemu:///system", *args], capture_output=True,
+                              text=True)
+        if log is not None:
+            with open(log, "a") as fh:
+                fh.write(f"$ virsh {' '.join(args)}\n{proc.stdout}{proc.stderr}")
+        return proc
+    state = virsh("domstate", domain)
+    if state.returncode != 0:
+        raise VmError(f"libvirt has no domain {domain}: {state.stderr.strip()}")
+    if state.stdout.strip() not in ("shut off", "crashed"):
+        virsh("destroy", domain)
+    gone = virsh("undefine", domain, "--remove-all-storage")
+    if gone.returncode != 0:
+        raise VmError(f"`virsh undefine {domain} --remove-all-storage` failed: "
+                      f"{gone.stderr.strip()}")
 
 
 def _repo_tar(files: list[str] = GUEST_REPO_FILES,
