@@ -56,10 +56,10 @@ crash-campaign: setup-host
 
 BENCH_TESTBED ?= bare
 BENCH_ARGS ?=
-# The VM bench needs the guest box; on bare, the two Redis builds.
+# The VM bench needs the guest box; on bare, the two Redis builds and fio (device rates).
 bench: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) \
-	  $(if $(filter vm,$(BENCH_TESTBED)),build/box/slimio-guest.box,build_redis)
+	  $(if $(filter vm,$(BENCH_TESTBED)),build/box/slimio-guest.box,build_redis build_fio_pinned)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/slimio-repro bench --testbed $(BENCH_TESTBED) \
 	  $(BENCH_ARGS)
 

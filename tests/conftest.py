@@ -27,7 +27,7 @@ VENV_BIN = Path(sys.executable).parent
 # end, and every test that needs a Redis build. `make test-fast` runs the rest (-m "not slow").
 SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_slimio_server", "test_ycsb_binding", "test_slimio_fuzz",
                 "test_redis_upstream"}
-SLOW_FIXTURES = {"redis_bin", "slimio_bin"}
+SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 
 
 def pytest_collection_modifyitems(config, items):
@@ -111,6 +111,16 @@ def slimio_bin() -> Path:
     bin_dir = Path(given) if given else built("slimio")
     assert (bin_dir / paths.SLIMIO_ADMIN).is_file()
     return bin_dir
+
+
+@pytest.fixture(scope="session")
+def fio_bin() -> Path:
+    """The pinned fio, built by the pipeline's own rule (the bare bench's device rates)."""
+    from slimio_repro.build import fio
+    snakemake("--cores", "all", "build_fio_pinned", check=True)
+    path = REPO / "build" / paths.FIO_PATTERN.format(version=fio.load_pin()["version"])
+    assert path.is_file()
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -116,6 +117,7 @@ def test_snapshot_and_recovery_ratios_take_their_bounds_from_the_same_round():
     (dict(rounds=0), "--rounds 0"),
     (dict(requests=0), "--requests 0"),
     (dict(systems=["nopersist"]), "at least one system that persists"),
+    (dict(fio_bin=Path("/nonexistent/fio")), "build_fio_pinned` \\(or pass --wal-only"),
 ])
 def test_bad_options_are_refused_before_anything_runs(tmp_path, kw, message):
     args = dict(out_dir=tmp_path / "b", systems=["baseline"], rounds=1, requests=10, warmup=0)
@@ -140,7 +142,8 @@ def test_a_wal_too_small_for_the_bench_is_named_at_planning_time(config):
 
 
 @pytest.mark.slow
-def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bin, tmp_path):
+def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bin, fio_bin,
+                                                            tmp_path):
     """A real bench on this host at tiny scale: every run of the schedule, no rewrite, the
     ratio table with both policies, the provenance."""
     out = tmp_path / "bench"

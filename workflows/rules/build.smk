@@ -83,6 +83,12 @@ rule build_ycsb:
         build(pathsmod.YCSB_BUILD_RECORD_PATTERN.format(version=YCSB_VERSION)),
 
 
+rule build_fio_pinned:
+    """Build the pinned fio (the guest's roofline; the bare bench's device rates)."""
+    input:
+        build(pathsmod.FIO_PATTERN.format(version=FIO_VERSION)),
+
+
 rule build_redis:
     """Build the Redis binaries of every system in the matrix."""
     input:

@@ -10,9 +10,11 @@ that a slow spell of a shared machine falls on every system alike and each round
 one ratio per pair measured minutes apart at most.
 
 No rewrite runs during a bench: the plan's rewrite trigger is above the WAL a run writes
-(:func:`slimio_repro.plan.bench_plans`), so what is measured is the WAL path alone,
+(:func:`slimio_repro.plan.bench_plans`), so what the SETs measure is the WAL path alone,
 the paper's WAL-only phase. Each run records Redis's own count of rewrites, so a run where
-one happened anyway is visible.
+one happened anyway is visible. After the SETs (unless ``--wal-only``) each run takes an
+On-Demand-Snapshot and recovers from its storage, and measures their bounds beside them
+(:func:`run_one`, :mod:`.inmemory`).
 
 Standard library and redis-py only, like the rest of this sub-package.
 """
@@ -171,8 +173,8 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
         if persistence_phases:
             if plan.recovery.cold_cache:
                 remount()       # as a cell's recovery: from the device, not the page cache
-            extra.update(recoveries(plan, bin_dir, conf, scratch, data_dir, device, mem,
-                                    before, timeout))
+            extra.update(recoveries(plan, bin_dir, conf, port, scratch, data_dir, device,
+                                    mem, before, timeout))
             if plan.is_slimio and fio_bin:
                 extra.update(device_rates(plan, fio_bin, device, scratch, extra))
     return {"rps": got["rps"], "requests_completed": got["requests_completed"],
@@ -243,16 +245,15 @@ def _check(server: RedisServer, before: dict, what: str) -> None:
                          f"after; see {server.log_file}")
 
 
-def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, scratch: Path, data_dir: Path,
-               device: Path | None, mem: Path, before: dict, timeout: float) -> dict:
+def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, port: int, scratch: Path,
+               data_dir: Path, device: Path | None, mem: Path, before: dict,
+               timeout: float) -> dict:
     """The run's recovery (a restart with its own configuration on its own storage), then,
     for a system that persists, the same input loaded from memory (:mod:`.inmemory`)."""
     log = scratch / layout.RAW_RECOVERY_LOG
     conf_text = conf.read_text().replace(str(scratch / layout.RAW_REDIS_LOG), str(log))
     rconf = scratch / "redis-recovery.conf"
     rconf.write_text(conf_text)
-    port = int(next(line.split()[1] for line in conf_text.splitlines()
-                    if line.startswith("port ")))
     server = RedisServer(bin_dir, rconf, port, log)
     out: dict = {}
     try:

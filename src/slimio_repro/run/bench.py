@@ -219,10 +219,6 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
           warmup: int, fio_bin: Path | None = None) -> None:
     """What the bench refuses before it plans anything, naming the option. ``fio_bin``: the
     bare bench's fio (for the device bounds), which must be built."""
-    if fio_bin is not None and not fio_bin.is_file():
-        raise BenchError(f"{fio_bin} is not built, and the bench measures the device's rates "
-                         f"with it: run `snakemake --cores all {fio_bin}` (or pass "
-                         "--wal-only)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BenchError(f"--out {out_dir} exists and is not empty; the bench never "
                          "overwrites a result: name another directory")
@@ -232,6 +228,10 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
     if not [s for s in systems if s != NOPERSIST]:
         raise BenchError(f"--systems {','.join(systems)}: name at least one system that "
                          "persists (the bound is compared with them)")
+    if fio_bin is not None and not fio_bin.is_file():
+        raise BenchError(f"{fio_bin} is not built, and the bench measures the device's rates "
+                         "with it: run `snakemake --cores all build_fio_pinned` (or pass "
+                         "--wal-only)")
 
 
 def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
