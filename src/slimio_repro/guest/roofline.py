@@ -49,6 +49,15 @@ def _positive(name: str, value: int) -> int:
     return value
 
 
+def _check_job(size_bytes: int, block_size_bytes: int, iodepth: int) -> None:
+    _positive("size_bytes", size_bytes)
+    _positive("block_size_bytes", block_size_bytes)
+    _positive("iodepth", iodepth)
+    if size_bytes % block_size_bytes:
+        raise ValueError(f"size_bytes {size_bytes} is not a multiple of block_size_bytes "
+                         f"{block_size_bytes}: fio would leave the tail unwritten")
+
+
 def placement_index(placement_id: int, placement_ids: Sequence[int]) -> int:
     """The index fio's ``fdp_pli`` needs for ``placement_id``: its position in
     ``placement_ids``, the namespace's placement ids in RUH status order."""
@@ -75,12 +84,7 @@ def fio_command(fio_bin: str, device: str, *, size_bytes: int, block_size_bytes:
     if not isinstance(device, str) or not NVME_CHAR_DEVICE.fullmatch(device):
         raise ValueError(f"device {device!r} is not an NVMe passthru char device "
                          f"(/dev/ngXnY, e.g. /dev/ng0n1): io_uring_cmd needs one")
-    _positive("size_bytes", size_bytes)
-    _positive("block_size_bytes", block_size_bytes)
-    _positive("iodepth", iodepth)
-    if size_bytes % block_size_bytes:
-        raise ValueError(f"size_bytes {size_bytes} is not a multiple of block_size_bytes "
-                         f"{block_size_bytes}: fio would leave the tail unwritten")
+    _check_job(size_bytes, block_size_bytes, iodepth)
     cmd = [fio_bin, f"--name={JOB_NAME}", f"--filename={device}", "--ioengine=io_uring_cmd",
            "--cmd_type=nvme", "--rw=write", f"--bs={block_size_bytes}",
            f"--iodepth={iodepth}", f"--size={size_bytes}", "--offset=0", "--numjobs=1",
@@ -231,12 +235,7 @@ def rate_command(fio_bin: str, target: str, rw: str, *, size_bytes: int,
     ``output_json``. Raises ValueError naming a bad value."""
     if rw not in ("read", "write"):
         raise ValueError(f"rw {rw!r}: the device rates are 'read' or 'write'")
-    _positive("size_bytes", size_bytes)
-    _positive("block_size_bytes", block_size_bytes)
-    _positive("iodepth", iodepth)
-    if size_bytes % block_size_bytes:
-        raise ValueError(f"size_bytes {size_bytes} is not a multiple of block_size_bytes "
-                         f"{block_size_bytes}")
+    _check_job(size_bytes, block_size_bytes, iodepth)
     engine = (["--ioengine=io_uring_cmd", "--cmd_type=nvme"]
               if NVME_CHAR_DEVICE.fullmatch(target) else ["--ioengine=io_uring", "--direct=1"])
     return [fio_bin, f"--name={RATE_JOB_NAME}", f"--filename={target}", *engine,
