@@ -113,6 +113,18 @@ def test_snapshot_and_recovery_ratios_take_their_bounds_from_the_same_round():
     assert "| always | slimio / baseline | 2 | 0.600 | 0.600-0.600 |" in md
 
 
+def test_the_no_io_bounds_refuse_a_directory_that_is_not_in_memory():
+    from slimio_repro.guest import inmemory
+    assert inmemory.fs_type(inmemory.MEMORY_ROOT) == "tmpfs"
+    with inmemory.memory_dir("t-") as mem:
+        assert inmemory.fs_type(mem) == "tmpfs" and mem.is_dir()
+    assert not mem.exists()
+    # /proc is never tmpfs; the refusal comes before anything is created there.
+    with pytest.raises(inmemory.InMemoryError, match="/proc is on proc, not tmpfs"):
+        with inmemory.memory_dir("t-", root=Path("/proc")):
+            pass
+
+
 @pytest.mark.parametrize("kw, message", [
     (dict(rounds=0), "--rounds 0"),
     (dict(requests=0), "--requests 0"),

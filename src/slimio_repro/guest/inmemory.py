@@ -125,9 +125,5 @@ def load(bin_dir: Path, data_dir: Path, appendonly: bool, raw_dir: Path, name: s
     return server, {"load_s": loads[what], "loads_by_file_s": loads, "wall_s": round(wall, 3)}
 
 
-def describe(path: Path) -> dict:
-    return {"dir": str(path), "fs_type": fs_type(path)}
-
-
-__all__ = ["InMemoryError", "MEMORY_ROOT", "copy_aof_dir", "describe", "fs_type", "load",
+__all__ = ["InMemoryError", "MEMORY_ROOT", "copy_aof_dir", "fs_type", "load",
            "memory_dir", "slimio_aof_dir", "write_manifest"]
