@@ -125,7 +125,8 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
     timeout = plan.server.snapshot_timeout_s
     with storage(plan, scratch) as (data_parent, device, remount), \
             inmemory.memory_dir("slimio-bench-") as mem:
-        # The bound keeps its data directory in memory: its BGSAVE is the snapshot's bound.
+        # The bound keeps its data directory in memory: its BGSAVE and its RDB's load touch
+        # no device (the snapshot's no-I/O bound is the slimio run's BGSAVE into nothing).
         data_dir = (data_parent if plan.persists else mem) / "data"
         data_dir.mkdir()
         block = ""
