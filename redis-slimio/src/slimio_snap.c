@@ -179,6 +179,13 @@ void slimioSlotWriterAbort(slimioSlotWriter *w) {
  * ---------------------------------------------------------------------------------- */
 
 enum { PF_CHECK_NONE, PF_CHECK_SLOT, PF_CHECK_WAL };
+
+/* What the completion thread checks in each chunk. */
+typedef struct pfCheck {
+    int kind;                               /* PF_CHECK_* */
+    uint64_t length;                        /* slot: its bytes */
+    uint64_t gen, start_seq, format_id;     /* WAL: what each block must carry */
+} pfCheck;
 #define PF_BUFS 4
 
 typedef struct prefetch prefetch;
@@ -211,9 +218,7 @@ struct prefetch {
     int issue_at;                           /* buffer the next read goes into */
     uint64_t device_bytes;
     uint64_t wait_us;                       /* time prefetchNext blocked */
-    int check;                              /* PF_CHECK_* */
-    uint64_t length;                        /* slot: its bytes */
-    uint64_t gen, start_seq, format_id;     /* WAL: what each block must carry */
+    pfCheck check;
 };
 
 /* On the completion thread: check the chunk, then wake the reader. */
@@ -221,18 +226,19 @@ static void prefetchDone(slimioReq *req, int res) {
     pfBuf *b = req->ctx;
     prefetch *pf = b->pf;
     uint32_t lba = pf->be->dev.lba_size;
-    if (res == 0 && pf->check == PF_CHECK_SLOT) {
+    const pfCheck *c = &pf->check;
+    if (res == 0 && c->kind == PF_CHECK_SLOT) {
         uint64_t off = b->first * lba, n = (uint64_t)b->nlb * lba;
-        if (off >= pf->length) n = 0;
-        else if (n > pf->length - off) n = pf->length - off;
+        if (off >= c->length) n = 0;
+        else if (n > c->length - off) n = c->length - off;
         b->bytes = n;
         b->crc = slimioCrc32c(0, b->data, n);
-    } else if (res == 0 && pf->check == PF_CHECK_WAL) {
+    } else if (res == 0 && c->kind == PF_CHECK_WAL) {
         b->valid = 0;
         b->stop = SLIMIO_OK;
         for (uint32_t j = 0; j < b->nlb; j++) {
-            int st = slimioWalBlockCheck(b->data + (size_t)j * lba, lba, pf->gen,
-                                         pf->start_seq + b->first + j, pf->format_id,
+            int st = slimioWalBlockCheck(b->data + (size_t)j * lba, lba, c->gen,
+                                         c->start_seq + b->first + j, c->format_id,
                                          &b->used[j]);
             if (st != SLIMIO_OK) { b->stop = st; break; }
             b->valid++;
@@ -265,8 +271,7 @@ static void prefetchIssue(prefetch *pf, int i) {
 
 static int prefetchInit(prefetch *pf, slimioBackend *be, uint64_t region_start,
                         uint64_t region_lbas, uint64_t start, uint64_t total, size_t chunk,
-                        int check) {
-    uint64_t length = pf->length, gen = pf->gen, seq = pf->start_seq, fmt = pf->format_id;
+                        pfCheck check) {
     memset(pf, 0, sizeof(*pf));
     pf->be = be;
     pf->region_start = region_start;
@@ -274,10 +279,6 @@ static int prefetchInit(prefetch *pf, slimioBackend *be, uint64_t region_start,
     pf->start = start;
     pf->total = total;
     pf->check = check;
-    pf->length = length;
-    pf->gen = gen;
-    pf->start_seq = seq;
-    pf->format_id = fmt;
     pf->chunk_lbas = (uint32_t)(chunk / be->dev.lba_size);
     if (pf->chunk_lbas == 0) pf->chunk_lbas = 1;
     char err[256];
@@ -290,7 +291,7 @@ static int prefetchInit(prefetch *pf, slimioBackend *be, uint64_t region_start,
         b->pf = pf;
         b->data = alignedAlloc(be->dev.lba_size, (size_t)pf->chunk_lbas * be->dev.lba_size);
         if (!b->data) { errno = ENOMEM; return -1; }
-        if (check == PF_CHECK_WAL) {
+        if (check.kind == PF_CHECK_WAL) {
             b->used = malloc(sizeof(uint32_t) * pf->chunk_lbas);
             if (!b->used) { errno = ENOMEM; return -1; }
         }
@@ -369,17 +370,16 @@ typedef struct stream {
 static int streamStart(stream *s) {
     uint32_t lba = s->be->dev.lba_size;
     int rc;
-    s->pf.length = s->length;
-    s->pf.gen = s->gen.gen;
-    s->pf.start_seq = s->gen.start_seq;
-    s->pf.format_id = s->meta.format_id;
     if (s->is_wal)
         rc = prefetchInit(&s->pf, s->be, s->meta.wal_start, s->meta.wal_lbas, s->gen.start_lba,
-                          s->meta.wal_lbas, s->readahead, PF_CHECK_WAL);
+                          s->meta.wal_lbas, s->readahead,
+                          (pfCheck){ .kind = PF_CHECK_WAL, .gen = s->gen.gen,
+                                     .start_seq = s->gen.start_seq,
+                                     .format_id = s->meta.format_id });
     else
         rc = prefetchInit(&s->pf, s->be, s->slot_lba, (s->length + lba - 1) / lba + 1,
                           s->slot_lba, (s->length + lba - 1) / lba, s->readahead,
-                          PF_CHECK_SLOT);
+                          (pfCheck){ .kind = PF_CHECK_SLOT, .length = s->length });
     s->chunk = NULL;
     s->chunk_index = 0;
     s->cur = NULL;

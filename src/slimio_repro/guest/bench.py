@@ -192,12 +192,7 @@ def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
     """The snapshot's no-I/O bound, in a SlimIO run: a second BGSAVE with
     slimio-snapshot-sink discard (the same serialisation into nothing), timed like the
     real one from the server log."""
-    cli = server.client()
-    cli.config_set("slimio-snapshot-sink", "discard")
-    try:
-        server.bgsave(timeout)
-    finally:
-        cli.config_set("slimio-snapshot-sink", "device")
+    slimio.discard_bgsave(server, timeout)
     bound = [e for e in redislog.snapshots(log.read_text()) if e["kind"] == "snapshot_bound"]
     if not bound:
         raise BenchError(f"{log} has no BGSAVE into SlimIO's discard sink")
@@ -259,9 +254,10 @@ def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, port: int, scratch: Pa
     out: dict = {}
     try:
         server.start(timeout)
-        loads = redislog.load_times(log.read_text())
+        text = log.read_text()
+        loads = redislog.load_times(text)
         out["recovery_s"] = loads.get("append only file" if plan.persists else "disk")
-        rec = redislog.slimio_recovery(log.read_text())
+        rec = redislog.slimio_recovery(text)
         if rec is not None:
             out["slimio_recovery_bytes"] = rec["bytes"]
             out["slimio_recovery_wait_s"] = rec["wait_s"]
@@ -279,9 +275,9 @@ def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, port: int, scratch: Pa
     else:
         out["recovery_bound_input_bytes"] = inmemory.copy_aof_dir(
             data_dir / inmemory.AOF_DIR, bound_dir)
-    server, got = inmemory.load(bin_dir, bound_dir, True, scratch, "bound", timeout)
+    server, out["recovery_bound_s"] = inmemory.load(bin_dir, bound_dir, True, scratch,
+                                                    "bound", timeout)
     try:
-        out["recovery_bound_s"] = got["load_s"]
         _check(server, before, "loading the log from memory")
     finally:
         server.kill()

@@ -204,7 +204,10 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
                     if cell.system == "slimio":
                         # The snapshot's no-I/O bound (the tables hold every system's
                         # snapshot against it): the same BGSAVE serialised into nothing.
-                        events["snapshot_bound"] = snapshot_bound(server, server_plan)
+                        t0 = time.time()
+                        slimio.discard_bgsave(server, server_plan.snapshot_timeout_s)
+                        events["snapshot_bound"] = {"start_unix_s": t0,
+                                                    "end_unix_s": time.time()}
             with phase("shutdown"):
                 sampler.stop()
                 cli = server.client()
@@ -266,20 +269,6 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     (partial / layout.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
-
-
-def snapshot_bound(server: RedisServer, server_plan) -> dict:
-    """A BGSAVE with slimio-snapshot-sink discard: SlimIO's child serialises the dataset
-    exactly as for its On-Demand-Snapshot and keeps nothing (its log line marks it; the
-    parse stage reads the time from there). The sink is set back to the device after."""
-    cli = server.client()
-    t0 = time.time()
-    cli.config_set("slimio-snapshot-sink", "discard")
-    try:
-        server.bgsave(server_plan.snapshot_timeout_s)
-    finally:
-        cli.config_set("slimio-snapshot-sink", "device")
-    return {"start_unix_s": t0, "end_unix_s": time.time()}
 
 
 def run_ycsb(ycsb_dir: Path, port: int, workload, partial: Path, commands: list,

@@ -106,24 +106,24 @@ def slimio_aof_dir(admin: Path, device: Path, lba_size: int, dest_parent: Path,
 
 
 def load(bin_dir: Path, data_dir: Path, appendonly: bool, raw_dir: Path, name: str,
-         timeout_s: float) -> tuple[RedisServer, dict]:
+         timeout_s: float) -> tuple[RedisServer, float]:
     """Start a stock server (no SlimIO) on ``data_dir`` (in memory) and let it load; returns
-    the running server and {load_s: seconds Redis reports, loads_by_file_s, wall_s}. The
-    caller checks the dataset and shuts it down."""
+    the running server and the seconds Redis reports for the load. The caller checks the
+    dataset and shuts it down."""
     port = free_port()
     conf, log = raw_dir / f"redis-{name}.conf", raw_dir / f"redis-{name}.log"
     render_conf(conf, port=port, data_dir=data_dir, log_file=log, appendfsync="everysec",
                 appendonly=appendonly, auto_aof_rewrite_percentage=0,
                 auto_aof_rewrite_min_size=1 << 40)
     server = RedisServer(bin_dir, conf, port, log)
-    wall = server.start(timeout_s)
+    server.start(timeout_s)
     loads = redislog.load_times(log.read_text())
     what = "append only file" if appendonly else "disk"
     if what not in loads:
         server.kill()
         raise InMemoryError(f"{log} reports no load from {what!r}: the server loaded "
                             f"nothing from {data_dir}")
-    return server, {"load_s": loads[what], "loads_by_file_s": loads, "wall_s": round(wall, 3)}
+    return server, loads[what]
 
 
 __all__ = ["InMemoryError", "MEMORY_ROOT", "copy_aof_dir", "fs_type", "load",

@@ -154,6 +154,19 @@ def inspect(admin: Path, device: Path, lba_size: int, dest: Path) -> dict:
     return data
 
 
+def discard_bgsave(server, timeout_s: float) -> None:
+    """The snapshot's no-I/O bound: a BGSAVE with slimio-snapshot-sink discard (SlimIO's
+    child serialises the dataset exactly as for its On-Demand-Snapshot and keeps nothing;
+    its log line marks it, :func:`.redislog.snapshots` times it). The sink is set back to
+    the device at once: Redis counts a discarded BGSAVE as a save."""
+    cli = server.client()
+    cli.config_set("slimio-snapshot-sink", "discard")
+    try:
+        server.bgsave(timeout_s)
+    finally:
+        cli.config_set("slimio-snapshot-sink", "device")
+
+
 def prepare(admin: Path, device: Path, s: Slimio, commands: list, raw_dir: Path,
             trace_marker: Path | None = None) -> dict:
     """Create (a file) or check (a block or NVMe char device) and format a cell's SlimIO
