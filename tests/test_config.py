@@ -43,7 +43,7 @@ def test_paper_profile_has_the_papers_parameters():
 def test_defaults_come_from_the_schema():
     cfg = configmod.validate({})
     assert cfg["matrix"]["policies"] == ["periodical", "always"]
-    assert cfg["workloads"]["redis-benchmark"]["requests"] == 60_000
+    assert cfg["workloads"]["redis-benchmark"]["requests"] == 39_000
     assert cfg["server"]["sampler_interval_s"] == 0.5
 
 

@@ -26,7 +26,7 @@ def test_drift_is_caught_when_one_default_is_changed_by_hand():
     bench["properties"]["requests"]["default"] = 28_000_000
     drift = planmod.default_drift(changed)
     assert drift == ["workloads.redis-benchmark.requests: the schema's default 28000000 "
-                     "differs from config.yaml's 60000"]
+                     "differs from config.yaml's 39000"]
     defaults = planmod.load_yaml(paths.CONFIG_DIR / "config.yaml")
     del defaults["server"]["sampler_interval_s"]
     assert planmod.default_drift(schema, defaults) == [
@@ -39,7 +39,7 @@ def test_smoke_profile_alone_and_merged_defaults_resolve_to_identical_plans():
                                         paths.CONFIG_DIR / "profiles" / "smoke.yaml"]))
     assert alone == merged
     assert [c.sha256() for c in alone.cells] == [c.sha256() for c in merged.cells]
-    assert alone.cell("vm-baseline-redis-benchmark-periodical-r1").workload.requests == 60000
+    assert alone.cell("vm-baseline-redis-benchmark-periodical-r1").workload.requests == 39000
 
 
 def test_cell_plan_is_frozen_and_round_trips_through_json():
@@ -97,10 +97,10 @@ BAD = [
     ("slimio={lba_size_bytes: 512}",
      "slimio.lba_size_bytes: 512 differs from device profile qemu-fdp-smoke"),
     ("slimio={wal_size_mb: 20000}", "slimio.wal_size_mb: SlimIO's layout for"),
-    ("slimio={wal_size_mb: 200}", "slimio.wal_size_mb: at 5/8 of a 200 MiB WAL region SlimIO "
+    ("slimio={wal_size_mb: 140}", "slimio.wal_size_mb: at 5/8 of a 140 MiB WAL region SlimIO "
      "starts a WAL-Snapshot before redis-benchmark's rewrite trigger"),
-    ("slimio={wal_size_mb: 230}\nserver={auto_aof_rewrite_min_size_mb: 140}",
-     "slimio.wal_size_mb: a 230 MiB WAL region refuses writes past 201.2 MiB (its reserve)"),
+    ("slimio={wal_size_mb: 160}\nserver={auto_aof_rewrite_min_size_mb: 100}",
+     "slimio.wal_size_mb: a 160 MiB WAL region refuses writes past 140.0 MiB (its reserve)"),
     ("slimio={placement_ids: {wal: 9}}",
      "slimio.placement_ids.wal: 9 is not a placement handle of device profile"),
     ("testbeds={vm: {device_profile: qemu-nofdp-smoke}}",
@@ -164,7 +164,7 @@ def test_cli_end_to_end(tmp_path):
     resolved = cli("validate-config", "--configfile", "config/profiles/smoke.yaml")
     assert resolved.returncode == 0, resolved.stderr
     cfg = json.loads(resolved.stdout)
-    assert cfg["workloads"]["redis-benchmark"]["requests"] == 60000
+    assert cfg["workloads"]["redis-benchmark"]["requests"] == 39000
     assert cfg["matrix"]["systems"] == ["baseline", "slimio", "slimio-nofdp", "nopersist"]
     matrix = cli("matrix").stdout.split()
     # 3 systems x 2 workloads x 2 policies x 2 repetitions, and the bound once per workload

@@ -77,7 +77,7 @@ def test_too_many_rewrites_for_the_wal_are_refused_naming_the_key():
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"],
                          {"server": {"wal_snapshots_per_repetition": 3}})
     with pytest.raises(configmod.ConfigError, match="server.wal_snapshots_per_repetition: no "
-                       "rewrite trigger gives 3 WAL-Snapshots in redis-benchmark's 236.4 MiB"):
+                       "rewrite trigger gives 3 WAL-Snapshots in redis-benchmark's 153.7 MiB"):
         cells.aof_rewrite_min_size_bytes(cfg)
 
 

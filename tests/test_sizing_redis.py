@@ -27,7 +27,7 @@ CELL = "bare-baseline-redis-benchmark-periodical-r1"
 # the end (more keys than requests) and one whose keyspace fills early. Each writes ~250 MB of
 # WAL in a few seconds here.
 WORKLOADS = {
-    "smoke": (60000, 20000, 4096),
+    "smoke": (39000, 13000, 4096),
     "growing": (60000, 120000, 4096),
     "saturated": (60000, 4000, 4096),
 }

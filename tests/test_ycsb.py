@@ -159,3 +159,15 @@ def test_cell_with_a_lost_record_is_refused(tmp_path):
     out.write_text(out.read_text().replace("[READ], Return=OK", "[READ], Return=NOT_FOUND"))
     with pytest.raises(parse.ParseError, match="NOT_FOUND"):
         parse.parse_cell(raw)
+
+
+def test_the_java_version_recorded_is_what_java_says_without_starting_a_jvm():
+    # A cell records the client's Java from the runtime's release file (a JVM's start is
+    # about 1.4 s under TCG); it must read as `java -version`'s own first line.
+    import shutil
+    import subprocess
+    from slimio_repro.guest import provenance
+    if shutil.which("java") is None:
+        pytest.fail("java is not installed: `make setup-host` installs it (YCSB's client)")
+    said = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr
+    assert provenance.java() == said.splitlines()[0].strip()

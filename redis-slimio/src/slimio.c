@@ -1069,8 +1069,9 @@ sds slimioGenInfoString(sds info) {
     for (int k = 1; k < SLIMIO_KINDS; k++)
         info = sdscatprintf(info, "slimio_placement_%s:%d\r\n", kindName(k),
                             S.be.dev.placement[k] == SLIMIO_NO_PLACEMENT ? -1 : S.be.dev.placement[k]);
-    info = sdscatprintf(info, "slimio_max_io_bytes:%llu\r\n",
-                        (unsigned long long)S.be.max_io_lbas * S.be.dev.lba_size);
+    info = sdscatprintf(info, "slimio_max_io_bytes:%llu\r\nslimio_crc32c:%s\r\n",
+                        (unsigned long long)S.be.max_io_lbas * S.be.dev.lba_size,
+                        slimioCrc32cImplementation());
     if (S.be.dev.is_nvme) {
         const slimioNvmeInfo *n = &S.be.dev.nvme;
         sds pids = sdsempty();

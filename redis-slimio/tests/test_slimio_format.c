@@ -146,6 +146,9 @@ static void test_crc32c_combine(void) {
 static void test_crc32c_check_value(void) {
     CHECK(slimioCrc32c(0, "123456789", 9) == 0xE3069283U);
     CHECK(slimioCrc32cSoftware(0, "123456789", 9) == 0xE3069283U);
+    /* The one in use is named, and is one of the two. */
+    const char *impl = slimioCrc32cImplementation();
+    CHECK(strcmp(impl, "sse4.2") == 0 || strcmp(impl, "table") == 0);
     /* Hardware and table paths agree on every length and alignment, chained or not. */
     unsigned char mix[1031];
     for (size_t i = 0; i < sizeof(mix); i++) mix[i] = (unsigned char)(i * 131 + 7);
@@ -153,6 +156,8 @@ static void test_crc32c_check_value(void) {
         for (size_t len = 0; len + off <= sizeof(mix); len += 37) {
             uint32_t a = slimioCrc32c(0, mix + off, len);
             CHECK(a == slimioCrc32cSoftware(0, mix + off, len));
+            uint32_t hw;
+            if (slimioCrc32cHardware(0, mix + off, len, &hw)) CHECK(hw == a);
             CHECK(slimioCrc32c(slimioCrc32c(0, mix + off, len / 2), mix + off + len / 2,
                                len - len / 2) == a);
         }

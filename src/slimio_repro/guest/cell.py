@@ -102,13 +102,16 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": plan.profile,
             "plan_sha256": plan.sha256(),
             "utc_start": provenance.utc_now(), "host": provenance.host(),
-            "git": provenance.git(), "tools": provenance.tools(bin_dir),
+            # A vm cell's guest has a copy of the sources, not the checkout: the host records
+            # its git state (testbed.vm).
+            "git": provenance.git() if cell.testbed == "bare" else None,
+            "tools": provenance.tools(bin_dir),
             "redis_build": json.loads((bin_dir.parent / "build.json").read_text())}
     if ycsb_dir is not None:
         # The client runs where the server runs (in the guest on the vm testbed, as the
         # paper's clients did), over loopback.
         prov["ycsb"] = {"build": json.loads((ycsb_dir / "build.json").read_text()),
-                        "java": provenance.first_line(["java", "-version"]),
+                        "java": provenance.java(),
                         "client_host": "guest" if cell.testbed == "vm" else "host",
                         "workload_file": str(ycsb_dir / ycsb.WORKLOAD_FILE)}
     commands, events, device = [], {}, {}

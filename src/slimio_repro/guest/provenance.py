@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import shutil
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -33,6 +34,28 @@ def first_line(cmd: list[str]) -> str:
         return f"unavailable ({exc})"
     text = (proc.stdout or proc.stderr).strip()
     return text.splitlines()[0] if text else "unknown"
+
+
+def java() -> str:
+    """The Java runtime's version, as `java -version`'s first line names it
+    (``openjdk version "17.0.15" 2025-04-15``), read from the runtime's ``release`` file: a
+    JVM's start costs about 1.4 s under TCG, in every YCSB cell. `java -version` where the
+    runtime has no such file."""
+    exe = shutil.which("java")
+    if exe is None:
+        return "unavailable (no java on PATH)"
+    release = Path(os.path.realpath(exe)).parent.parent / "release"
+    try:
+        fields = dict(line.split("=", 1) for line in release.read_text().splitlines()
+                      if "=" in line)
+    except OSError:
+        return first_line(["java", "-version"])
+    version = fields.get("JAVA_VERSION", "").strip('"')
+    if not version:
+        return first_line(["java", "-version"])
+    name = "openjdk" if "openjdk" in str(release) else "java"
+    date = fields.get("JAVA_VERSION_DATE", "").strip('"')
+    return f'{name} version "{version}" {date}'.rstrip()
 
 
 def host() -> dict:

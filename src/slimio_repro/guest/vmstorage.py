@@ -228,18 +228,25 @@ class DeviceMonitor:
         self._cat = subprocess.Popen(["cat", str(TRACEFS / "trace_pipe")], stdout=out)
         out.close()
 
+    @staticmethod
+    def _unread_events() -> int:
+        return sum(int(line.split(":", 1)[1])
+                   for stats in (TRACEFS / "per_cpu").glob("cpu*/stats")
+                   for line in stats.read_text().splitlines() if line.startswith("entries:"))
+
     def _trace_off(self) -> None:
         if self._cat is None:
             return
         (TRACEFS / "tracing_on").write_text("0\n")
-        # Let `cat` drain what is left in the buffer, then stop it.
+        # Let `cat` drain what is left in the buffer (each CPU's stats count the events not
+        # yet read), and write it out, then stop it.
         size = -1
-        for _ in range(100):
+        for _ in range(400):
             now = self._trace_file.stat().st_size
-            if now == size:
+            if now == size and not self._unread_events():
                 break
             size = now
-            time.sleep(0.2)
+            time.sleep(0.05)
         self._cat.terminate()
         self._cat.wait()
         self._cat = None
