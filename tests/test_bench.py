@@ -1,6 +1,7 @@
 """The bench (slimio-repro bench): its plans, its schedule, its ratios; and a real bare run."""
 
 import json
+import re
 import subprocess
 from pathlib import Path
 
@@ -113,6 +114,58 @@ def test_snapshot_and_recovery_ratios_take_their_bounds_from_the_same_round():
     assert "| always | slimio / baseline | 2 | 0.600 | 0.600-0.600 |" in md
 
 
+def test_always_log_is_held_against_one_durable_write_of_its_mean_batch(config, monkeypatch,
+                                                                       tmp_path):
+    """The bound's arithmetic: the mean batch's WAL blocks plus the tail block it rewrites,
+    written durably one at a time; the run's SETs per batch over fio's mean latency."""
+    from slimio_repro.guest import roofline
+    seen = {}
+
+    def fake_measure(fio_bin, target, rw, out_json, **kw):
+        seen.update(kw, target=target, rw=rw)
+        return {"lat_mean_ms": 2.0}
+    monkeypatch.setattr(roofline, "measure_rate", fake_measure)
+    plan = next(p for p in _plans(config, systems=("slimio",)) if p.cell.policy == "always")
+    # 5,000 batches of 10,000 bytes: 3 blocks of 4,064 payload bytes, and the tail's.
+    got = guest_bench.durable_write_bound(plan, "fio", Path("/dev/ng0n1"), tmp_path,
+                                          50_000_000, 5_000, 100_000)
+    assert seen["block_size_bytes"] == 4 * 4096 and seen["iodepth"] == 1
+    assert seen["durable"] is True and seen["rw"] == "write"
+    assert got["sets_per_batch"] == 20 and got["durable_write_ms"] == 2.0
+    assert got["durable_write_bound_rps"] == pytest.approx(20 / 0.002)
+    # With the bound's 10,000 SET/s beside it: 0.1 ms of server per SET, and 2 ms of device
+    # per 20 SETs, in turn: 5,000 SET/s.
+    runs = [{"round": 0, "policy_block": "always", "system": "nopersist", "rps": 10_000.0},
+            {"round": 0, "policy_block": "always", "system": "slimio", "rps": 4_000.0,
+             "durable_write_bound_rps": got["durable_write_bound_rps"]}]
+    rows = {r["ratio"]: r for r in bench._ratio_rows(bench._with_rates(runs))}
+    assert rows["slimio / one durable write per batch"]["median"] == pytest.approx(0.4)
+    assert rows["slimio / nopersist plus one durable write per batch"]["median"] == \
+        pytest.approx(0.8)
+
+
+def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_path):
+    """The bench's --profile on a real process: perf's software clock samples a busy
+    Python for a second, and the report names its thread and its interpreter."""
+    import sys
+    import time as _time
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        report = tmp_path / "profiles" / "run-0.txt"
+        with guest_bench.profiled(busy.pid, tmp_path, report):
+            _time.sleep(1.0)
+    finally:
+        busy.kill()
+        busy.wait()
+    text = report.read_text()
+    assert "cpu-clock" in text and "python" in text
+    assert (tmp_path / "perf.data").is_file()
+    # Nothing is recorded without a report to write.
+    with guest_bench.profiled(busy.pid, tmp_path / "none", None):
+        pass
+    assert not (tmp_path / "none").exists()
+
+
 def test_the_no_io_bounds_refuse_a_directory_that_is_not_in_memory():
     from slimio_repro.guest import inmemory
     assert inmemory.fs_type(inmemory.MEMORY_ROOT) == "tmpfs"
@@ -160,7 +213,8 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
     ratio table with both policies, the provenance."""
     out = tmp_path / "bench"
     proc = subprocess.run([str(VENV_BIN / "slimio-repro"), "bench", "--rounds", "2",
-                           "--requests", "4000", "--warmup", "400", "--out", str(out)],
+                           "--requests", "4000", "--warmup", "400", "--profile",
+                           "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
@@ -181,9 +235,22 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
         assert ("recovery_bound_s" in r) == (r["system"] != "nopersist")
         assert ("snapshot_bound_s" in r) == (r["system"] == "slimio")
     slim = [r for r in runs if r["system"] == "slimio"]
+    # Under Always-Log each slimio run is held against one durable write per batch.
+    for r in slim:
+        assert ("durable_write_bound_rps" in r) == (r["policy"] == "always")
+    assert "| always | slimio / one durable write per batch | 2 |" in md
+    assert "| always | slimio / nopersist plus one durable write per batch | 2 |" in md
     # Into nothing, the same dataset serialises to about the bytes SlimIO wrote.
     assert all(abs(r["snapshot_bound_bytes"] - r["snapshot_bytes"]) < 0.01 * r["snapshot_bytes"]
                for r in slim)
+    # --profile: each run's server sampled by perf during its SETs (4,000 SETs: a tenth of
+    # a second, a few dozen samples).
+    profiles = sorted((out / "profiles").glob("run-*.txt"))
+    assert len(profiles) == len(runs)
+    for p in profiles:
+        text = p.read_text()
+        samples = int(re.search(r"# Samples: (\d+)", text)[1])
+        assert samples > 0 and "redis-server" in text and "cpu-clock" in text, p.name
     prov = json.loads((out / "provenance.json").read_text())
-    assert prov["git"]["commit"] and len(prov["plans"]) == 5
+    assert prov["git"]["commit"] and len(prov["plans"]) == 5 and prov["profile"] is True
     assert prov["where"]["tools"]["redis-server"] and prov["where"]["host"]["cpu_model"]

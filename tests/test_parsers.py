@@ -73,6 +73,17 @@ def test_redis_log_tells_the_discard_bound_from_a_snapshot_and_times_the_child()
     assert bound["child_duration_s"] == pytest.approx(0.177)
 
 
+def test_redis_log_gives_the_time_a_slimio_child_waited_for_its_ring():
+    """A real SlimIO log (captured, builds since issue 18): the child's line says how long
+    it blocked on the ring; an older build's says nothing, and nothing is made up."""
+    log = (FIXTURES / "redislog" / "slimio-bgsave-wait.log").read_text()
+    (snap,) = redislog.snapshots(log)
+    assert snap["kind"] == "on_demand_snapshot" and snap["slimio_wait_s"] == 0.032
+    assert snap["child_duration_s"] == pytest.approx(0.218)
+    old = (FIXTURES / "redislog" / "slimio-bgsave-then-discard.log").read_text()
+    assert all("slimio_wait_s" not in e for e in redislog.snapshots(old))
+
+
 def test_redis_log_failed_rewrite_is_reported_not_counted():
     log = ("1:M 21 Nov 2026 01:22:36.967 * Background append only file rewriting started by "
            "pid 2\n1:M 21 Nov 2026 01:22:38.000 # Background AOF rewrite terminated with "

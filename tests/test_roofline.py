@@ -209,6 +209,37 @@ def test_rate_command_uses_passthru_on_a_char_device_and_o_direct_on_a_file():
                               block_size_bytes=1 << 20, iodepth=1, output_json="o.json")
 
 
+DURABLE_WRITE = Path(__file__).parent / "fixtures" / "fio" / "device-durable-write.json"
+
+
+def test_durable_writes_are_fua_through_passthru_and_o_dsync_on_a_file():
+    nvme = roofline.rate_command("fio", "/dev/ng0n1", "write", size_bytes=1 << 20,
+                                 block_size_bytes=1 << 18, iodepth=1, output_json="o.json",
+                                 durable=True)
+    assert "--writefua=1" in nvme and "--sync=dsync" not in nvme
+    f = roofline.rate_command("fio", "/var/tmp/slimio.dev", "write", size_bytes=1 << 20,
+                              block_size_bytes=1 << 18, iodepth=1, output_json="o.json",
+                              durable=True)
+    assert "--sync=dsync" in f and "--direct=1" in f and "--writefua=1" not in f
+    plain = roofline.rate_command("fio", "/dev/ng0n1", "write", size_bytes=1 << 20,
+                                  block_size_bytes=1 << 18, iodepth=1, output_json="o.json")
+    assert "--writefua=1" not in plain
+    with pytest.raises(ValueError, match="only writes are durable"):
+        roofline.rate_command("fio", "/dev/ng0n1", "read", size_bytes=1 << 20,
+                              block_size_bytes=1 << 18, iodepth=1, output_json="o.json",
+                              durable=True)
+
+
+def test_parse_rate_of_a_real_durable_write_job():
+    """fio 3.41's report of 50 O_DSYNC, O_DIRECT writes of 12 KiB at queue depth 1 on a
+    file in this host's /var/tmp (captured with roofline.measure_rate(durable=True))."""
+    got = roofline.parse_rate(DURABLE_WRITE.read_text(), "write")
+    assert got["bytes"] == 50 * 12288
+    assert got["lat_mean_ms"] == pytest.approx(3.5931, abs=1e-4)
+    # One at a time: the rate is the block over the mean latency (fio's clock, 1 %).
+    assert got["mb_s"] == pytest.approx(12288 / 1e6 / (got["lat_mean_ms"] / 1000), rel=0.05)
+
+
 def test_parse_rate_of_a_real_read_job():
     """fio 3.41's report of a 64 MiB O_DIRECT read on this host (captured)."""
     got = roofline.parse_rate(RATE_READ.read_text(), "read")

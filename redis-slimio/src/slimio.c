@@ -626,8 +626,9 @@ static int writeSnapshot(int kind, rdbSaveInfo *rsi) {
     S.report->device_bytes = atomic_load(&S.be.bytes_written[kind]) - before;
     S.report->seconds = secs;
     serverLog(LL_NOTICE, "SlimIO: %s snapshot of %llu bytes written to slot %d in %.3f seconds "
-              "(%.1f MB/s)", kindName(kind), (unsigned long long)length, slot, secs,
-              secs > 0 ? (double)length / 1e6 / secs : 0.0);
+              "(%.1f MB/s), %.3f seconds waiting for the ring", kindName(kind),
+              (unsigned long long)length, slot, secs,
+              secs > 0 ? (double)length / 1e6 / secs : 0.0, (double)w.wait_us / 1e6);
     return C_OK;
 }
 

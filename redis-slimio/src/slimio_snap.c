@@ -10,6 +10,12 @@
 #include "slimio_crc32c.h"
 #include "slimio_failpoint.h"
 
+static uint64_t monoUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
 static void *alignedAlloc(size_t align, size_t bytes) {
     void *p = NULL;
     if (posix_memalign(&p, align < 4096 ? 4096 : align, bytes)) return NULL;
@@ -102,10 +108,12 @@ static int submitCurrent(slimioSlotWriter *w) {
     if (++w->chunks == 1) slimioFailpoint(SLIMIO_FP_SNAPSHOT_MID);
     w->cur = (w->cur + 1) % SLIMIO_SNAP_BUFS;
     w->fill = 0;
+    uint64_t t0 = monoUs();
     pthread_mutex_lock(&w->lock);
     while (w->bufs[w->cur].busy && !w->error) pthread_cond_wait(&w->cond, &w->lock);
     rc = w->error;
     pthread_mutex_unlock(&w->lock);
+    w->wait_us += monoUs() - t0;
     return rc;
 }
 
@@ -140,6 +148,7 @@ static void waitIdle(slimioSlotWriter *w) {
 int slimioSlotWriterFinish(slimioSlotWriter *w, uint64_t *length, uint32_t *crc) {
     int rc = w->error;
     if (!rc && w->fill) rc = submitCurrent(w);
+    uint64_t t0 = monoUs();
     waitIdle(w);
     if (!rc) rc = w->error;
     if (!rc) {
@@ -150,6 +159,7 @@ int slimioSlotWriterFinish(slimioSlotWriter *w, uint64_t *length, uint32_t *crc)
         if (!rc) rc = slimioWaiterWait(&fw);
         slimioWaiterDestroy(&fw);
     }
+    w->wait_us += monoUs() - t0;
     if (!rc) slimioFailpoint(SLIMIO_FP_SNAPSHOT_AFTER_FLUSH);
     *length = w->length;
     *crc = w->crc;

@@ -49,6 +49,8 @@ struct slimioSlotWriter {
     uint32_t crc;               /* CRC32C of the buffers chained so far, in order */
     uint64_t submitted;         /* buffers submitted */
     uint64_t chained;           /* buffers whose CRC is in crc */
+    uint64_t wait_us;           /* time the writer blocked on the ring: for a free buffer
+                                 * (written, its CRC chained), then for the flush */
     int error;                  /* negative errno */
     int chunks;
     pthread_mutex_t lock;

@@ -172,11 +172,13 @@ def cmd_bench(args) -> int:
         from .build import fio as fiobuild
         fio_bin = (paths.REPO_ROOT / config["build_dir"] / paths.FIO_PATTERN.format(
             version=fiobuild.load_pin()["version"])).resolve()
-    bench.check(out, systems, args.rounds, requests, warmup, fio_bin)
+    bench.check(out, systems, args.rounds, requests, warmup, fio_bin,
+                perf_needed=args.profile and testbed == "bare")
     plans = planmod.bench_plans(config, testbed, systems, policies, requests, warmup)
     box = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
     print(bench.run(plans, out, args.rounds, warmup, box if testbed == "vm" else None,
-                    persistence_phases=not args.wal_only, fio_bin=fio_bin), end="")
+                    persistence_phases=not args.wal_only, fio_bin=fio_bin,
+                    profile=args.profile), end="")
     print(f"written: {out}")
     return 0
 
@@ -305,6 +307,9 @@ def main(argv: list[str] | None = None) -> int:
                    "a tenth of --requests)")
     p.add_argument("--wal-only", action="store_true", help="measure the SETs only: no "
                    "snapshot, recovery or no-I/O bounds after them")
+    p.add_argument("--profile", action="store_true", help="record each run's server with "
+                   "perf (software clock, call graphs) during its measured SETs; the "
+                   "reports go to OUT/profiles/")
     p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")

@@ -99,7 +99,12 @@ mkdir -p "$rootfs/boot/extlinux"
 # nvme_core.multipath=N: QEMU's NVMe subsystem reports multi-controller capability, which
 # would make nvme0n1 a bio-based multipath head (no I/O scheduler to set). Without native
 # multipath the namespace is a plain blk-mq disk, like the paper's SSD.
-cmdline="root=/dev/vda1 rw console=ttyS0,115200 net.ifnames=0 nvme_core.multipath=N quiet"
+# tsc=reliable: under TCG the kernel's TSC synchronisation check fails (the two vCPUs are
+# emulated, so its timing is off) and it falls back to the HPET, whose every read is an
+# emulated MMIO access outside the vDSO: 11-15 % of redis-server's samples in the VM bench
+# (`slimio-repro bench --testbed vm --profile`, read_hpet), for every system. QEMU's TCG
+# TSC is the host's (invariant, one clock for both vCPUs), so the guest can trust it.
+cmdline="root=/dev/vda1 rw console=ttyS0,115200 net.ifnames=0 nvme_core.multipath=N tsc=reliable quiet"
 cat > "$rootfs/boot/extlinux/extlinux.conf" <<CONF
 DEFAULT linux
 TIMEOUT 0

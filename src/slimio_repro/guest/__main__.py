@@ -43,13 +43,16 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--warmup", type=int, required=True, help="warm-up SETs per run")
     b.add_argument("--out", required=True, help="where runs.jsonl goes")
     b.add_argument("--wal-only", action="store_true", help="no snapshot, recovery or bounds")
+    b.add_argument("--profile", action="store_true", help="perf reports of each run's server "
+                   "during its measured SETs")
     args = ap.parse_args(argv)
     if args.command == "bench":
         plans = [CellPlan.from_dict(p) for p in json.loads(Path(args.plans_json).read_text())]
         try:
             bench.run(plans, args.rounds, args.warmup, Path(args.out),
                       say=lambda line: print(line, flush=True),
-                      persistence_phases=not args.wal_only, fio_bin=layout.GUEST_FIO)
+                      persistence_phases=not args.wal_only, fio_bin=layout.GUEST_FIO,
+                      profile=args.profile)
         except (bench.BenchError, GuestError) as exc:
             print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
             return 2

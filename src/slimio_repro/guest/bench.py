@@ -24,6 +24,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+import signal
+import subprocess
 import time
 from contextlib import contextmanager
 from pathlib import Path
@@ -109,7 +111,8 @@ def storage(plan: CellPlan, scratch: Path):
 
 
 def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
-            persistence_phases: bool = True, fio_bin: str | None = None) -> dict:
+            persistence_phases: bool = True, fio_bin: str | None = None,
+            profile: Path | None = None) -> dict:
     """One run (see the module docstring); its files stay in ``scratch``.
 
     With ``persistence_phases``, the measured SETs are followed by the snapshot and recovery
@@ -118,7 +121,10 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
     its RDB from memory), and for a system that persists, its own log loaded from memory by
     stock Redis. Each load is checked against the dataset's DEBUG DIGEST and size. A SlimIO
     run then measures its device's sequential read and write rates with fio (``fio_bin``;
-    the device bounds of a recovery and a snapshot)."""
+    the device bounds of a recovery and a snapshot).
+
+    With ``profile``, perf samples the server (every thread) during the measured SETs and
+    its report goes to that file (:func:`profiled`)."""
     bin_dir = Path(plan.redis_bin_dir)
     scratch.mkdir(parents=True)
     commands: list = []
@@ -151,8 +157,9 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
                               scratch / "warmup.err", plan.workload.timeout_s)
             cmd = benchmark.command(bin_dir, port, plan.workload)
             out = scratch / layout.RAW_BENCHMARK
-            t = benchmark.run(cmd, out, scratch / layout.RAW_BENCHMARK_ERR,
-                              plan.workload.timeout_s)
+            with profiled(server.pid, scratch, profile):
+                t = benchmark.run(cmd, out, scratch / layout.RAW_BENCHMARK_ERR,
+                                  plan.workload.timeout_s)
             got = benchmark.parse(out.read_text())
             persistence = server.client().info("persistence")
             slim = server.client().info("slimio") if plan.is_slimio else {}
@@ -162,6 +169,8 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
                 snap = [e for e in redislog.snapshots(log.read_text())
                         if e["kind"] == "on_demand_snapshot"][-1]
                 extra["snapshot_s"] = snap.get("child_duration_s", snap["duration_s"])
+                if "slimio_wait_s" in snap:
+                    extra["snapshot_wait_s"] = snap["slimio_wait_s"]
                 extra["snapshot_bytes"] = (
                     int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
                     if plan.is_slimio else (data_dir / "dump.rdb").stat().st_size)
@@ -178,14 +187,57 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
                                     mem, before, timeout))
             if plan.is_slimio and fio_bin:
                 extra.update(device_rates(plan, fio_bin, device, scratch, extra))
+                if plan.sizing.appendfsync == "always" and slim.get("slimio_wal_batches"):
+                    extra.update(durable_write_bound(
+                        plan, fio_bin, device, scratch, int(slim["slimio_wal_bytes"]),
+                        int(slim["slimio_wal_batches"]),
+                        warmup_requests + plan.workload.requests))
     return {"rps": got["rps"], "requests_completed": got["requests_completed"],
             "duration_s": got["duration_s"], "avg_ms": got["avg_ms"],
             "p99_ms": got["p99_ms"], "p999_ms": got["p999_ms"],
             "aof_rewrites": int(persistence.get("aof_rewrites", 0)),
             "slimio_wal_lag_waits": slim.get("slimio_wal_lag_waits"),
+            "slimio_wal_batches": slim.get("slimio_wal_batches"),
+            "slimio_wal_bytes": slim.get("slimio_wal_bytes"),
             "slimio_wal_full_refusals": slim.get("slimio_wal_full_refusals"),
             "start_unix_s": t["start_unix_s"], "end_unix_s": t["end_unix_s"],
             **extra, "argv": cmd}
+
+
+# perf's software clock (no PMU under TCG, nor in every VM), about 1 kHz per CPU, no call
+# graphs (Redis is built without frame pointers, and they would add to what perf costs the
+# run); the report: the share of samples per thread, object and symbol. A profiled run's
+# rate carries perf's cost: take ratios from a bench without --profile.
+PERF_RECORD = ["perf", "record", "-e", "cpu-clock", "-F", "999", "--quiet"]
+PERF_REPORT = ["perf", "report", "--stdio", "--sort", "comm,dso,sym",
+               "--percent-limit", "0.5"]
+
+
+@contextmanager
+def profiled(pid: int, scratch: Path, report: Path | None):
+    """perf samples process ``pid`` while the block runs; its report (the share of samples
+    per thread, object and symbol) is written to ``report``. Nothing without ``report``."""
+    if report is None:
+        yield
+        return
+    data = scratch / "perf.data"
+    rec = subprocess.Popen([*PERF_RECORD, "-p", str(pid), "-o", str(data)],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    time.sleep(0.5)         # perf attaches before the first measured SET
+    try:
+        yield
+    finally:
+        rec.send_signal(signal.SIGINT)
+        _, err = rec.communicate(timeout=120)
+    if rec.returncode not in (0, -signal.SIGINT) or not data.is_file():
+        raise BenchError(f"perf record -p {pid} failed ({rec.returncode}): "
+                         f"{err.decode(errors='replace').strip()[-500:]}")
+    proc = subprocess.run([*PERF_REPORT, "-i", str(data)], capture_output=True, text=True,
+                          timeout=600)
+    if proc.returncode != 0:
+        raise BenchError(f"perf report failed: {proc.stderr.strip()[-500:]}")
+    report.parent.mkdir(parents=True, exist_ok=True)
+    report.write_text(proc.stdout)
 
 
 def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
@@ -226,6 +278,32 @@ def device_rates(plan: CellPlan, fio_bin: str, device: Path, scratch: Path,
         out[f"device_{rw}_mb_s"] = rate["mb_s"]
     out["device_rate_block_bytes"] = bs
     return out
+
+
+# SlimIO's WAL block header (redis-slimio/README.md: 32 bytes per LBA).
+WAL_BLOCK_HEADER_BYTES = 32
+DURABLE_WRITES = 200
+
+
+def durable_write_bound(plan: CellPlan, fio_bin: str, device: Path, scratch: Path,
+                        wal_bytes: int, batches: int, sets: int) -> dict:
+    """Always-Log's bound from the device: a client's SET is answered only once the batch
+    holding it is durable, and SlimIO keeps one batch in flight, so its rate is at most the
+    SETs of a mean batch per durable write of that batch. fio writes ``DURABLE_WRITES``
+    blocks of the mean batch's size (its WAL blocks, and the partial tail block each batch
+    rewrites) one at a time, durably (FUA through passthru, O_DSYNC on a file); the bound
+    is the run's SETs per batch over fio's mean latency. ``wal_bytes``, ``batches`` and
+    ``sets`` count the whole run (warm-up included)."""
+    lba = plan.slimio.lba_size_bytes
+    payload = lba - WAL_BLOCK_HEADER_BYTES
+    bs = (-(-(wal_bytes // batches) // payload) + 1) * lba
+    got = roofline.measure_rate(fio_bin, str(device), "write", scratch / "fio-durable.json",
+                                size_bytes=bs * DURABLE_WRITES, block_size_bytes=bs,
+                                iodepth=1, durable=True)
+    sets_per_batch = sets / batches
+    return {"durable_write_bytes": bs, "durable_write_ms": got["lat_mean_ms"],
+            "sets_per_batch": round(sets_per_batch, 2),
+            "durable_write_bound_rps": sets_per_batch / (got["lat_mean_ms"] / 1000)}
 
 
 def dataset(server: RedisServer) -> dict:
@@ -285,10 +363,12 @@ def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, port: int, scratch: Pa
 
 
 def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
-        say=print, persistence_phases: bool = True, fio_bin: str | None = None) -> list[dict]:
+        say=print, persistence_phases: bool = True, fio_bin: str | None = None,
+        profile: bool = False) -> list[dict]:
     """Every run of :func:`schedule`; one JSON line per run in ``out_dir``/runs.jsonl, and
     the host (or guest) it ran on in ``out_dir``/where.json. A run's own files are kept
-    only when it fails (``out_dir``/failed-<n>/)."""
+    only when it fails (``out_dir``/failed-<n>/). With ``profile``, each run's perf report
+    is ``out_dir``/profiles/run-<n>-<system>-<policy>.txt."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "where.json").write_text(json.dumps(
         {"host": provenance.host(), "tools": provenance.tools(Path(plans[0].redis_bin_dir)),
@@ -299,7 +379,9 @@ def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
         scratch = out_dir / f"run-{i}"
         t0 = time.monotonic()
         try:
-            got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin)
+            report = (out_dir / "profiles" / f"run-{i}-{plan.cell.system}-{block}.txt"
+                      if profile else None)
+            got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin, report)
         except Exception as exc:
             shutil.move(scratch, out_dir / f"failed-{i}")
             raise BenchError(f"run {i} ({plan.cell.system}, {plan.cell.policy}) failed: {exc}; "

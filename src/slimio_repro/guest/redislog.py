@@ -22,6 +22,12 @@ EVENTS = [
 # SlimIO's BGSAVE into the discard sink (slimio-snapshot-sink discard): the no-I/O bound.
 DISCARD_RE = re.compile(r"SlimIO: On-Demand snapshot of (?P<bytes>\d+) bytes serialised into the "
                         r"discard sink in (?P<secs>[\d.]+) seconds")
+# The fork child's line after SlimIO wrote a snapshot into its slot; builds since issue 18
+# add the seconds it blocked on the ring (for a buffer written and checksummed, then for
+# the flush).
+SLIMIO_WRITTEN_RE = re.compile(r"SlimIO: \S+ snapshot of (?P<bytes>\d+) bytes written to slot "
+                               r"\d+ in (?P<secs>[\d.]+) seconds \([\d.]+ MB/s\)"
+                               r"(?:, (?P<wait>[\d.]+) seconds waiting for the ring)?")
 LOAD_RE = re.compile(r"DB loaded from (?P<what>append only file|disk|base file \S+|incr file \S+)"
                      r": (?P<secs>[\d.]+) seconds")
 
@@ -47,14 +53,21 @@ def snapshots(text: str) -> list[dict]:
 
     ``child_duration_s``: from the start to the fork child's last line (its end, to the
     millisecond). The parent notices a child's exit only in serverCron (every 100 ms at
-    Redis's default hz 10), so ``duration_s`` carries up to 100 ms of that wait."""
+    Redis's default hz 10), so ``duration_s`` carries up to 100 ms of that wait.
+
+    ``slimio_wait_s``: the seconds a SlimIO child blocked on its ring (the rest of its time
+    it serialised and copied into its buffers), where its build logs them."""
     out, open_by_kind, discarded, child_pid, child_last = [], {}, None, None, None
+    waited = None
     for m in lines(text):
         dm = DISCARD_RE.search(m["msg"])
         if dm:
             discarded = int(dm["bytes"])
         if m["role"] == "C" and m["pid"] == child_pid:
             child_last = parse_time(m["ts"])
+            wm = SLIMIO_WRITTEN_RE.search(m["msg"])
+            if wm and wm["wait"]:
+                waited = float(wm["wait"])
         if m["role"] != "M":
             continue
         for prefix, kind, edge in EVENTS:
@@ -63,13 +76,15 @@ def snapshots(text: str) -> list[dict]:
                 if edge == "start":
                     open_by_kind[kind] = t
                     pm = re.search(r"by pid (\d+)", m["msg"])
-                    child_pid, child_last = (pm.group(1) if pm else None), None
+                    child_pid, child_last, waited = (pm.group(1) if pm else None), None, None
                 elif kind in open_by_kind:
                     start = open_by_kind.pop(kind)
                     event = {"kind": kind, "start_unix_s": start, "end_unix_s": t,
                              "duration_s": round(t - start, 3), "ok": edge == "end"}
                     if child_last is not None:
                         event["child_duration_s"] = round(child_last - start, 3)
+                    if waited is not None:
+                        event["slimio_wait_s"] = waited
                     if kind == "on_demand_snapshot" and discarded is not None:
                         event.update(kind="snapshot_bound", bytes=discarded)
                         discarded = None

@@ -229,15 +229,23 @@ RATE_JOB_NAME = "device-rate"
 
 
 def rate_command(fio_bin: str, target: str, rw: str, *, size_bytes: int,
-                 block_size_bytes: int, iodepth: int, output_json: str) -> list[str]:
+                 block_size_bytes: int, iodepth: int, output_json: str,
+                 durable: bool = False) -> list[str]:
     """One sequential ``rw`` ("read" or "write") job of ``size_bytes`` from offset 0 of
     ``target`` in ``block_size_bytes`` blocks at ``iodepth``; fio's JSON report to
-    ``output_json``. Raises ValueError naming a bad value."""
+    ``output_json``. ``durable`` writes each block durably, as SlimIO writes an Always-Log
+    batch: with FUA through passthru, with O_DSYNC on a file (O_DIRECT). Raises ValueError
+    naming a bad value."""
     if rw not in ("read", "write"):
         raise ValueError(f"rw {rw!r}: the device rates are 'read' or 'write'")
+    if durable and rw != "write":
+        raise ValueError(f"rw {rw!r}: only writes are durable")
     _check_job(size_bytes, block_size_bytes, iodepth)
+    passthru = bool(NVME_CHAR_DEVICE.fullmatch(target))
     engine = (["--ioengine=io_uring_cmd", "--cmd_type=nvme"]
-              if NVME_CHAR_DEVICE.fullmatch(target) else ["--ioengine=io_uring", "--direct=1"])
+              if passthru else ["--ioengine=io_uring", "--direct=1"])
+    if durable:
+        engine.append("--writefua=1" if passthru else "--sync=dsync")
     return [fio_bin, f"--name={RATE_JOB_NAME}", f"--filename={target}", *engine,
             f"--rw={rw}", f"--bs={block_size_bytes}", f"--iodepth={iodepth}",
             f"--size={size_bytes}", "--offset=0", "--numjobs=1", "--group_reporting",
@@ -245,8 +253,9 @@ def rate_command(fio_bin: str, target: str, rw: str, *, size_bytes: int,
 
 
 def parse_rate(fio_json_text: str, rw: str) -> dict:
-    """``bytes``, ``runtime_s`` and ``mb_s`` (10^6 bytes/s) of the one ``rw`` job of a
-    :func:`rate_command` report. Raises ValueError on anything else."""
+    """``bytes``, ``runtime_s``, ``mb_s`` (10^6 bytes/s) and ``lat_mean_ms`` (a command's
+    mean latency, submission to completion) of the one ``rw`` job of a :func:`rate_command`
+    report. Raises ValueError on anything else."""
     data = _json_object(fio_json_text)
     jobs = data.get("jobs")
     if not isinstance(jobs, list) or len(jobs) != 1:
@@ -262,16 +271,17 @@ def parse_rate(fio_json_text: str, rw: str) -> dict:
                          "nothing to take a rate from")
     return {"bytes": io_bytes, "runtime_s": runtime_ms / 1000,
             "mb_s": int(part["bw_bytes"]) / 1e6,
+            "lat_mean_ms": float((part.get("lat_ns") or {}).get("mean", 0)) / 1e6 or None,
             "fio_version": str(data.get("fio version", "unknown"))}
 
 
 def measure_rate(fio_bin: str, target: str, rw: str, out_json: Path, *, size_bytes: int,
-                 block_size_bytes: int, iodepth: int,
+                 block_size_bytes: int, iodepth: int, durable: bool = False,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> dict:
     """Run :func:`rate_command` and return :func:`parse_rate` plus its ``command``."""
     cmd = rate_command(fio_bin, target, rw, size_bytes=size_bytes,
                        block_size_bytes=block_size_bytes, iodepth=iodepth,
-                       output_json=str(out_json))
+                       output_json=str(out_json), durable=durable)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:

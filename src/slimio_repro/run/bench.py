@@ -40,6 +40,13 @@ PERSISTING = ("baseline", "slimio", "slimio-nofdp")
 # system's own no-I/O recovery bound is its log loaded from memory (recovery_bound_s).
 RATIOS = (
     [("SET/s", f"{a} / {b}", (a, "rps"), (b, "rps")) for a, b in RATIO_PAIRS]
+    # Always-Log: SlimIO's rate over one durable write of its mean batch per batch, alone
+    # and added to the bound's own time per SET (clients wait for their replies, so the
+    # server's work and the device's do not overlap for one batch's clients).
+    + [("SET/s", f"{a} / one durable write per batch", (a, "rps"),
+        (a, "durable_write_bound_rps")) for a in ("slimio", "slimio-nofdp")]
+    + [("SET/s", f"{a} / nopersist plus one durable write per batch", (a, "rps"),
+        (a, "always_bound_rps")) for a in ("slimio", "slimio-nofdp")]
     + [("snapshot time", f"{a} / {b}", (a, "snapshot_s"), (b, "snapshot_s"))
        for a, b in (("slimio", "baseline"), ("slimio-nofdp", "baseline"))]
     + [("snapshot time", f"{a} / no-I/O bound (BGSAVE into nothing)", (a, "snapshot_s"),
@@ -62,10 +69,15 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("snapshot_bound_s", "into nothing s", "{:.3f}"),
                 ("device_write_mb_s", "fio write MB/s", "{:,.0f}"),
                 ("snapshot_floor_s", "snapshot bound s", "{:.3f}"),
+                ("snapshot_wait_s", "snapshot's wait for the ring s", "{:.3f}"),
                 ("recovery_s", "recovery s", "{:.3f}"),
                 ("recovery_bound_s", "log from memory s", "{:.3f}"),
                 ("device_read_mb_s", "fio read MB/s", "{:,.0f}"),
-                ("recovery_floor_s", "recovery bound s", "{:.3f}")]
+                ("recovery_floor_s", "recovery bound s", "{:.3f}"),
+                ("sets_per_batch", "SETs per batch", "{:.1f}"),
+                ("durable_write_ms", "durable write ms", "{:.3f}"),
+                ("durable_write_bound_rps", "durable-write bound SET/s", "{:,.0f}"),
+                ("always_bound_rps", "nopersist + durable write SET/s", "{:,.0f}")]
 
 
 class BenchError(RuntimeError):
@@ -100,7 +112,9 @@ def _with_rates(runs: list[dict]) -> list[dict]:
     * snapshot_floor_s: the longer of the no-I/O bound (the round's BGSAVE into nothing,
       measured in its slimio run) and the snapshot's bytes at the device's write rate;
     * recovery_floor_s: the longer of the run's own log loaded from memory and the bytes of
-      that log at the device's read rate.
+      that log at the device's read rate;
+    * always_bound_rps (a SlimIO run under Always-Log): the round's nopersist time per SET
+      plus the run's durable write per batch spread over the batch's SETs.
 
     The device rates are fio's on the round's slimio device (slimio, else slimio-nofdp).
     """
@@ -110,7 +124,12 @@ def _with_rates(runs: list[dict]) -> list[dict]:
             key = (r["round"], r["policy_block"])
             if r["system"] == "slimio" or key not in by_round:
                 by_round[key] = r
+    nopersist = {(r["round"], r["policy_block"]): r for r in runs
+                 if r["system"] == NOPERSIST}
     for r in runs:
+        np_rps = nopersist.get((r["round"], r["policy_block"]), {}).get("rps")
+        if r.get("durable_write_bound_rps") and np_rps:
+            r["always_bound_rps"] = 1 / (1 / np_rps + 1 / r["durable_write_bound_rps"])
         if r.get("snapshot_s") and r.get("snapshot_bytes"):
             r["snapshot_mb_s"] = r["snapshot_bytes"] / 1e6 / r["snapshot_s"]
         ref = by_round.get((r["round"], r["policy_block"]), {})
@@ -190,7 +209,16 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "snapshot wrote; iodepth 8). A snapshot's bound is the longer of the "
                   "round's BGSAVE into nothing and its bytes at fio's write rate; a "
                   "recovery's, the longer of its log loaded from memory and that log's "
-                  "bytes at fio's read rate (the lower of the two rates, DESIGN §5)."]
+                  "bytes at fio's read rate (the lower of the two rates, DESIGN §5). "
+                  "Under Always-Log a SlimIO run's SETs wait for their batch's one durable "
+                  "write: fio then writes the run's mean batch (its WAL blocks and the tail "
+                  "block each batch rewrites) 200 times, one at a time, durably (FUA "
+                  "through passthru, O_DSYNC on a file); one durable write per batch "
+                  "bounds the run at its SETs per batch over fio's mean latency, and "
+                  "nopersist plus one durable write per batch adds that latency, spread "
+                  "over the batch's SETs, to the round's nopersist time per SET (a client "
+                  "sends its next SET only after its reply, so a batch's server time and "
+                  "its device time do not overlap)."]
     lines += ["", f"Runs with a rewrite (none expected): {len(rewrites)}."]
     return "\n".join(lines) + "\n"
 
@@ -216,9 +244,13 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
 
 
 def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
-          warmup: int, fio_bin: Path | None = None) -> None:
+          warmup: int, fio_bin: Path | None = None, perf_needed: bool = False) -> None:
     """What the bench refuses before it plans anything, naming the option. ``fio_bin``: the
-    bare bench's fio (for the device bounds), which must be built."""
+    bare bench's fio (for the device bounds), which must be built; ``perf_needed``: the
+    bare bench's --profile, which needs perf here (the guest box has its own)."""
+    if perf_needed and shutil.which("perf") is None:
+        raise BenchError("--profile needs perf on this host, and there is none: run `make "
+                         "setup-host` (it installs linux-perf)")
     if out_dir.exists() and any(out_dir.iterdir()):
         raise BenchError(f"--out {out_dir} exists and is not empty; the bench never "
                          "overwrites a result: name another directory")
@@ -236,7 +268,7 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
 
 def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
         box_file: Path | None = None, say=print, persistence_phases: bool = True,
-        fio_bin: Path | None = None) -> str:
+        fio_bin: Path | None = None, profile: bool = False) -> str:
     """Run and summarize a bench of ``the_plans`` (:func:`slimio_repro.plan.bench_plans`);
     returns its Markdown."""
     testbed = the_plans[0].cell.testbed
@@ -247,22 +279,24 @@ def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
             "requests": w.requests, "warmup_requests": warmup, "clients": w.clients,
             "keyspace": w.keyspace, "key_size_bytes": w.key_size_bytes,
             "value_size_bytes": w.value_size_bytes, "persistence_phases": persistence_phases,
+            "profile": profile,
             "git": provenance.git(),
             "utc_start": provenance.utc_now(), "plans": [p.to_dict() for p in the_plans]}
     out_dir.mkdir(parents=True, exist_ok=True)
     if testbed == "bare":
         runs = guest_bench.run(the_plans, rounds, warmup, out_dir, say, persistence_phases,
-                               str(fio_bin) if fio_bin else None)
+                               str(fio_bin) if fio_bin else None, profile)
     else:
         runs = _in_vm(the_plans, rounds, warmup, out_dir, box_file, say, prov,
-                      persistence_phases)
+                      persistence_phases, profile)
     where = json.loads((out_dir / "where.json").read_text())
     prov.update(where=where, utc_end=provenance.utc_now())
     return write(out_dir, runs, prov)
 
 
 def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
-           box_file: Path | None, say, prov: dict, persistence_phases: bool) -> list[dict]:
+           box_file: Path | None, say, prov: dict, persistence_phases: bool,
+           profile: bool = False) -> list[dict]:
     """The runs inside one VM of the plans' vm testbed; its records copied into ``out_dir``."""
     if box_file is None or not box_file.is_file():
         raise BenchError(f"{box_file} is not built: run `snakemake --cores all "
@@ -287,7 +321,8 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
         proc = vmmod.guest_python(
             vm, f"bench --plans-json {vmmod.GUEST_REPO_DIR}/plans.json --rounds {rounds} "
                 f"--warmup {warmup} --out {guest_out}"
-                + ("" if persistence_phases else " --wal-only"), {"plans.json": plans_json},
+                + ("" if persistence_phases else " --wal-only")
+                + (" --profile" if profile else ""), {"plans.json": plans_json},
             timeout=plan0.workload.timeout_s * len(the_plans) * rounds, clear=[guest_out])
         text = proc.stdout.decode(errors="replace")
         (out_dir / "guest-bench.log").write_text(text)
