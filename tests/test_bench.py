@@ -191,6 +191,13 @@ def test_bad_options_are_refused_before_anything_runs(tmp_path, kw, message):
         bench.check(**args)
 
 
+def test_a_profile_without_perf_is_refused_naming_the_fix(tmp_path, monkeypatch):
+    monkeypatch.setattr(bench.shutil, "which", lambda name: None)
+    with pytest.raises(bench.BenchError, match="--profile needs perf.*make setup-host"):
+        bench.check(tmp_path / "out", ["slimio"], 1, 10, 0, perf_needed=True)
+    bench.check(tmp_path / "out", ["slimio"], 1, 10, 0, perf_needed=False)
+
+
 def test_an_existing_result_is_never_overwritten(tmp_path):
     (tmp_path / "b").mkdir()
     (tmp_path / "b" / "bench.md").write_text("earlier")

@@ -308,8 +308,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--wal-only", action="store_true", help="measure the SETs only: no "
                    "snapshot, recovery or no-I/O bounds after them")
     p.add_argument("--profile", action="store_true", help="record each run's server with "
-                   "perf (software clock, call graphs) during its measured SETs; the "
-                   "reports go to OUT/profiles/")
+                   "perf (software clock, about 1 kHz) during its measured SETs; the "
+                   "reports go to OUT/profiles/ (a profiled run's rates carry perf's cost)")
     p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")

@@ -297,6 +297,10 @@ def durable_write_bound(plan: CellPlan, fio_bin: str, device: Path, scratch: Pat
     lba = plan.slimio.lba_size_bytes
     payload = lba - WAL_BLOCK_HEADER_BYTES
     bs = (-(-(wal_bytes // batches) // payload) + 1) * lba
+    if plan.cell.testbed == "vm" and str(device).startswith("/dev/ng"):
+        # Passthru does not split a command (SlimIO splits a batch at the same limit and
+        # submits its parts together).
+        bs = min(bs, vmstorage.max_command_bytes(plan.vm.namespace))
     got = roofline.measure_rate(fio_bin, str(device), "write", scratch / "fio-durable.json",
                                 size_bytes=bs * DURABLE_WRITES, block_size_bytes=bs,
                                 iodepth=1, durable=True)
