@@ -39,8 +39,8 @@ def first_line(cmd: list[str]) -> str:
 def java() -> str:
     """The Java runtime's version, as `java -version`'s first line names it
     (``openjdk version "17.0.15" 2025-04-15``), read from the runtime's ``release`` file: a
-    JVM's start costs about 1.4 s under TCG, in every YCSB cell. `java -version` where the
-    runtime has no such file."""
+    JVM's start costs about 1.4 s under TCG, in every YCSB cell. `java -version` itself
+    where the runtime has no such file or is not an OpenJDK build."""
     exe = shutil.which("java")
     if exe is None:
         return "unavailable (no java on PATH)"
@@ -51,11 +51,11 @@ def java() -> str:
     except OSError:
         return first_line(["java", "-version"])
     version = fields.get("JAVA_VERSION", "").strip('"')
-    if not version:
+    if not version or "openjdk" not in str(release):
+        # Another vendor's runtime names itself its own way: ask it.
         return first_line(["java", "-version"])
-    name = "openjdk" if "openjdk" in str(release) else "java"
     date = fields.get("JAVA_VERSION_DATE", "").strip('"')
-    return f'{name} version "{version}" {date}'.rstrip()
+    return f'openjdk version "{version}" {date}'.rstrip()
 
 
 def host() -> dict:
