@@ -12,8 +12,17 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "slimio_backend.h"
+
+/* Monotonic microseconds: what the WAL, the slot writer and the read streams time their
+ * waits on a ring with. */
+static inline uint64_t slimioNowUs(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
 
 typedef struct slimioReq slimioReq;
 /* Runs on the completion thread; res is 0 or the first negative errno of its commands. */

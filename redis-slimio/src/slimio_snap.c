@@ -5,16 +5,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "slimio_crc32c.h"
 #include "slimio_failpoint.h"
-
-static uint64_t monoUs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static void *alignedAlloc(size_t align, size_t bytes) {
     void *p = NULL;
@@ -108,12 +101,12 @@ static int submitCurrent(slimioSlotWriter *w) {
     if (++w->chunks == 1) slimioFailpoint(SLIMIO_FP_SNAPSHOT_MID);
     w->cur = (w->cur + 1) % SLIMIO_SNAP_BUFS;
     w->fill = 0;
-    uint64_t t0 = monoUs();
+    uint64_t t0 = slimioNowUs();
     pthread_mutex_lock(&w->lock);
     while (w->bufs[w->cur].busy && !w->error) pthread_cond_wait(&w->cond, &w->lock);
     rc = w->error;
     pthread_mutex_unlock(&w->lock);
-    w->wait_us += monoUs() - t0;
+    w->wait_us += slimioNowUs() - t0;
     return rc;
 }
 
@@ -148,7 +141,7 @@ static void waitIdle(slimioSlotWriter *w) {
 int slimioSlotWriterFinish(slimioSlotWriter *w, uint64_t *length, uint32_t *crc) {
     int rc = w->error;
     if (!rc && w->fill) rc = submitCurrent(w);
-    uint64_t t0 = monoUs();
+    uint64_t t0 = slimioNowUs();
     waitIdle(w);
     if (!rc) rc = w->error;
     if (!rc) {
@@ -159,7 +152,7 @@ int slimioSlotWriterFinish(slimioSlotWriter *w, uint64_t *length, uint32_t *crc)
         if (!rc) rc = slimioWaiterWait(&fw);
         slimioWaiterDestroy(&fw);
     }
-    w->wait_us += monoUs() - t0;
+    w->wait_us += slimioNowUs() - t0;
     if (!rc) slimioFailpoint(SLIMIO_FP_SNAPSHOT_AFTER_FLUSH);
     *length = w->length;
     *crc = w->crc;
@@ -327,12 +320,9 @@ static pfBuf *prefetchNext(prefetch *pf, int *rc) {
     }
     pfBuf *b = &pf->buf[i];
     if (!b->pending) return NULL;
-    struct timespec t0, t1;
-    clock_gettime(CLOCK_MONOTONIC, &t0);
+    uint64_t t0 = slimioNowUs();
     *rc = slimioWaiterWait(&b->w);
-    clock_gettime(CLOCK_MONOTONIC, &t1);
-    pf->wait_us += (uint64_t)((t1.tv_sec - t0.tv_sec) * 1000000LL +
-                              (t1.tv_nsec - t0.tv_nsec) / 1000);
+    pf->wait_us += slimioNowUs() - t0;
     b->pending = 0;
     if (*rc) return NULL;
     pf->device_bytes += (uint64_t)b->nlb * pf->be->dev.lba_size;

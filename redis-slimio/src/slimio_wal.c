@@ -7,16 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "slimio_failpoint.h"
-
-static uint64_t nowUs(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
-}
 
 static uint64_t blocksOf(const slimioWal *w, uint64_t bytes) {
     return (bytes + w->payload - 1) / w->payload;
@@ -50,7 +43,7 @@ static int batchDue(slimioWal *w) {
     uint64_t pending = w->appended - w->written;
     if (!pending) return 0;
     if (w->fua || w->flush_wanted || pending >= w->min_batch) return 1;
-    return nowUs() - w->pending_since_us >= SLIMIO_WAL_MAX_DELAY_US;
+    return slimioNowUs() - w->pending_since_us >= SLIMIO_WAL_MAX_DELAY_US;
 }
 
 /* Completion of one part of a write batch (completion thread). */
@@ -252,7 +245,7 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
         errno = ENOSPC;
         return -1;
     }
-    uint64_t now = nowUs();
+    uint64_t now = slimioNowUs();
     markAppend(w, now);
     /* Nothing waited to be submitted: the wait of what follows starts now (batchDue). */
     if (w->appended == w->batch_end) w->pending_since_us = now;
@@ -344,17 +337,17 @@ static int syncLocked(slimioWal *w) {
 }
 
 int slimioWalSync(slimioWal *w) {
-    uint64_t start = nowUs();
+    uint64_t start = slimioNowUs();
     pthread_mutex_lock(&w->lock);
     int rc = syncLocked(w);
     w->stat_syncs++;
-    w->stat_sync_wait_us += nowUs() - start;
+    w->stat_sync_wait_us += slimioNowUs() - start;
     pthread_mutex_unlock(&w->lock);
     return rc;
 }
 
 int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undurable_us) {
-    uint64_t now = nowUs();
+    uint64_t now = slimioNowUs();
     pthread_mutex_lock(&w->lock);
     int rc = 0;
     /* durable <= written: the durable level's call may drop marks, the other may not. */
@@ -362,7 +355,7 @@ int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undu
                       lagUs(w, w->written, now, 0) > max_unwritten_us)) {
         w->stat_lag_waits++;
         rc = syncLocked(w);
-        w->stat_lag_wait_us += nowUs() - now;
+        w->stat_lag_wait_us += slimioNowUs() - now;
     }
     pthread_mutex_unlock(&w->lock);
     return rc;

@@ -259,15 +259,20 @@ RATE_IODEPTH = 8
 RATE_BLOCK_BYTES = 4 << 20
 
 
+def _one_command(plan: CellPlan, device: Path, block_bytes: int) -> int:
+    """``block_bytes``, or less where the device is a passthru char device: passthru does
+    not split a command, so fio's blocks are no larger than the device takes."""
+    if plan.cell.testbed == "vm" and str(device).startswith("/dev/ng"):
+        return min(block_bytes, vmstorage.max_command_bytes(plan.vm.namespace))
+    return block_bytes
+
+
 def device_rates(plan: CellPlan, fio_bin: str, device: Path, scratch: Path,
                  got: dict) -> dict:
     """Sequential read, then write, of the run's SlimIO device with fio, each as many bytes
     as the recovery read and the snapshot wrote (rounded up to whole blocks). Last in the
     run: the write overwrites the device's start."""
-    bs = RATE_BLOCK_BYTES
-    if plan.cell.testbed == "vm" and str(device).startswith("/dev/ng"):
-        # Passthru does not split a command: no larger than the device takes.
-        bs = min(bs, vmstorage.max_command_bytes(plan.vm.namespace))
+    bs = _one_command(plan, device, RATE_BLOCK_BYTES)
     out = {}
     for rw, size in (("read", got["recovery_bound_input_bytes"]),
                      ("write", got["snapshot_bytes"])):
@@ -296,11 +301,9 @@ def durable_write_bound(plan: CellPlan, fio_bin: str, device: Path, scratch: Pat
     ``sets`` count the whole run (warm-up included)."""
     lba = plan.slimio.lba_size_bytes
     payload = lba - WAL_BLOCK_HEADER_BYTES
-    bs = (-(-(wal_bytes // batches) // payload) + 1) * lba
-    if plan.cell.testbed == "vm" and str(device).startswith("/dev/ng"):
-        # Passthru does not split a command (SlimIO splits a batch at the same limit and
-        # submits its parts together).
-        bs = min(bs, vmstorage.max_command_bytes(plan.vm.namespace))
+    # A batch larger than one passthru command: SlimIO splits it at the same limit and
+    # submits its parts together.
+    bs = _one_command(plan, device, (-(-(wal_bytes // batches) // payload) + 1) * lba)
     got = roofline.measure_rate(fio_bin, str(device), "write", scratch / "fio-durable.json",
                                 size_bytes=bs * DURABLE_WRITES, block_size_bytes=bs,
                                 iodepth=1, durable=True)

@@ -22,12 +22,11 @@ EVENTS = [
 # SlimIO's BGSAVE into the discard sink (slimio-snapshot-sink discard): the no-I/O bound.
 DISCARD_RE = re.compile(r"SlimIO: On-Demand snapshot of (?P<bytes>\d+) bytes serialised into the "
                         r"discard sink in (?P<secs>[\d.]+) seconds")
-# The fork child's line after SlimIO wrote a snapshot into its slot; builds since issue 18
-# add the seconds it blocked on the ring (for a buffer written and checksummed, then for
-# the flush).
-SLIMIO_WRITTEN_RE = re.compile(r"SlimIO: \S+ snapshot of (?P<bytes>\d+) bytes written to slot "
-                               r"\d+ in (?P<secs>[\d.]+) seconds \([\d.]+ MB/s\)"
-                               r"(?:, (?P<wait>[\d.]+) seconds waiting for the ring)?")
+# The fork child's line after SlimIO wrote a snapshot into its slot, as builds since issue
+# 18 end it: the seconds it blocked on the ring (for a buffer written and checksummed, then
+# for the flush).
+SLIMIO_WAIT_RE = re.compile(r"SlimIO: \S+ snapshot of \d+ bytes written to slot \d+ in .*, "
+                            r"(?P<wait>[\d.]+) seconds waiting for the ring$")
 LOAD_RE = re.compile(r"DB loaded from (?P<what>append only file|disk|base file \S+|incr file \S+)"
                      r": (?P<secs>[\d.]+) seconds")
 
@@ -65,8 +64,8 @@ def snapshots(text: str) -> list[dict]:
             discarded = int(dm["bytes"])
         if m["role"] == "C" and m["pid"] == child_pid:
             child_last = parse_time(m["ts"])
-            wm = SLIMIO_WRITTEN_RE.search(m["msg"])
-            if wm and wm["wait"]:
+            wm = SLIMIO_WAIT_RE.search(m["msg"])
+            if wm:
                 waited = float(wm["wait"])
         if m["role"] != "M":
             continue
