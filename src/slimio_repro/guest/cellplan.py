@@ -257,6 +257,7 @@ class Vm:
     mountpoint: str
     guest_scratch_dir: str
     roofline: Roofline
+    tcg_cpu: str = "max,-erms,-fsrm"
     storage_pool: str = operational("default")
     boot_timeout_s: float = operational(900)
     work_dir: str | None = operational(None)

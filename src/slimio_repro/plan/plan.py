@@ -97,7 +97,7 @@ def _vm(config: dict, profile, roofline: bool = True) -> Vm:
               passthru_device=v["passthru_device"], controller=v["controller"],
               endurance_group=v["endurance_group"], filesystem=v["filesystem"],
               mountpoint=v["mountpoint"], guest_scratch_dir=v["guest_scratch_dir"],
-              roofline=Roofline(**roof), storage_pool=v["storage_pool"],
+              roofline=Roofline(**roof), tcg_cpu=v["tcg_cpu"], storage_pool=v["storage_pool"],
               boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
 
 

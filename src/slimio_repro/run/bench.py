@@ -311,7 +311,7 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
     guest_out = f"{vmmod.GUEST_CELLS_DIR}/bench"
     vm = vmmod.make_vm(plan0, vm_dir, box_file.resolve(), log)
     prov["vm"] = {"accel": vm.spec["accel"], "cpus": vm.spec["cpus"],
-                  "memory_mb": vm.spec["memory_mb"],
+                  "memory_mb": vm.spec["memory_mb"], "qemu_args": vm.spec["qemu_args"],
                   "device_profile": plan0.vm.device.as_dict(), "host": provenance.host(),
                   "tools": provenance.vm_tools()}
     try:

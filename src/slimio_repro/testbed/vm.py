@@ -156,7 +156,8 @@ def _vagrant(args: list[str], cwd: Path | None, log: Path | None = None,
 
 
 def ensure_box(box_file: Path, pool: str, log: Path) -> str:
-    """Add the box to Vagrant once; remove older slimio-repro boxes and their volumes."""
+    """Add the box to Vagrant once; remove older slimio-repro boxes, and every box volume in
+    ``pool`` but the one this box's VMs use (:func:`stale_box_volumes`)."""
     name = box_name(box_file)
     listed = _vagrant(["box", "list", "--machine-readable"], None)
     boxes = set(re.findall(r",box-name,([^\s,]+)", listed))
@@ -164,13 +165,35 @@ def ensure_box(box_file: Path, pool: str, log: Path) -> str:
         _vagrant(["box", "add", "--force", "--name", name, str(box_file)], None, log)
     for old in sorted(b for b in boxes if b.startswith(BOX_NAME_PREFIX) and b != name):
         _vagrant(["box", "remove", "--force", "--all", old], None, log)
-        vols = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", pool, "--name"],
-                              capture_output=True, text=True).stdout.split()
-        for vol in vols:
-            if vol.startswith(f"{old}_vagrant_box_image_"):
-                subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol,
-                                "--pool", pool], capture_output=True)
+    vols = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", pool, "--name"],
+                          capture_output=True, text=True).stdout.split()
+    for vol in stale_box_volumes(vols, box_volume(name)):
+        subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol, "--pool", pool],
+                       capture_output=True)
     return name
+
+
+def box_volume(name: str) -> str | None:
+    """The pool volume vagrant-libvirt (0.11) uploads box ``name`` into: for an unversioned
+    box, ``NAME_vagrant_box_image_0_MTIME_box.img``, MTIME being that of the box image in
+    Vagrant's box directory (so a box re-added after another checkout removed it gets a new
+    volume); None when Vagrant does not hold the box."""
+    home = Path(os.environ.get("VAGRANT_HOME") or Path.home() / ".vagrant.d")
+    image = home / "boxes" / name / "0" / "libvirt" / "box.img"
+    if not image.is_file():
+        return None
+    return f"{name}_vagrant_box_image_0_{int(image.stat().st_mtime)}_box.img"
+
+
+def stale_box_volumes(volumes: list[str], keep: str | None) -> list[str]:
+    """The slimio-repro box volumes of ``volumes`` other than ``keep``: older boxes', and
+    the same box's from before it was re-added (each leaked 0.8 GB per box rebuild before;
+    55 of them filled this machine's disk). With ``keep`` None (the box's volume unknown)
+    nothing is removed."""
+    if keep is None:
+        return []
+    return [v for v in volumes if v.startswith(BOX_NAME_PREFIX)
+            and "_vagrant_box_image_" in v and v != keep]
 
 
 # One VM ------------------------------------------------------------------------------------
@@ -347,7 +370,7 @@ def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path, boot: dict,
                       f"host uses {accel['accel']} ({accel['reason']}). Use a qemu profile")
     qemu_args = device_qemu_args(profile, vm_dir / "nvme.img")
     if accel["accel"] == "tcg":
-        qemu_args += ["-cpu", "max"]
+        qemu_args += ["-cpu", vm.tcg_cpu]   # testbeds.vm.tcg_cpu says why not plain max
     return {"box": box, "ssh_private_key": str(box_file) + ".key",
             "boot_timeout_s": vm.boot_timeout_s, "storage_pool": vm.storage_pool,
             "cpus": vm.cpus, "memory_mb": vm.memory_mb, "accel": accel["accel"],
