@@ -144,6 +144,11 @@ def test_always_log_is_held_against_one_durable_write_of_its_mean_batch(config, 
         pytest.approx(0.8)
 
 
+def _samples(count: str) -> int:
+    """perf report's sample count: 952, or 2K."""
+    return int(float(count[:-1]) * 1000) if count.endswith("K") else int(count)
+
+
 def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_path):
     """The bench's --profile on a real process: perf's software clock samples a busy
     Python for a second, and the report names its thread and its interpreter."""
@@ -160,6 +165,12 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
     text = report.read_text()
     assert "cpu-clock" in text and "python" in text
     assert (tmp_path / "perf.data").is_file()
+    # The whole machine's samples per command: the busy process among them, and more
+    # samples than the process alone (the other CPU's, idle or not).
+    system = (tmp_path / "profiles" / "run-0-system.txt").read_text()
+    assert re.search(r"%\s+python", system)
+    assert int(re.search(r"# Samples: (\d+)", text)[1]) < \
+        _samples(re.search(r"# Samples: (\S+)", system)[1])
     # Nothing is recorded without a report to write.
     with guest_bench.profiled(busy.pid, tmp_path / "none", None):
         pass
@@ -252,8 +263,10 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
                for r in slim)
     # --profile: each run's server sampled by perf during its SETs (4,000 SETs: a tenth of
     # a second, a few dozen samples).
-    profiles = sorted((out / "profiles").glob("run-*.txt"))
+    profiles = sorted(p for p in (out / "profiles").glob("run-*.txt")
+                      if not p.stem.endswith("-system"))
     assert len(profiles) == len(runs)
+    assert all(p.with_name(f"{p.stem}-system.txt").is_file() for p in profiles)
     for p in profiles:
         text = p.read_text()
         samples = int(re.search(r"# Samples: (\d+)", text)[1])

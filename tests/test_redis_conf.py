@@ -60,7 +60,7 @@ def test_slimio_conf_has_every_option_once(rendered, default_config):
     assert int(d["slimio-slot-size"]) == layout["slimio_slot_size_bytes"]
     assert d["slimio-lba-size"] == "4096" and d["slimio-sqpoll"] == "no"
     assert d["slimio-group-commit"] == "yes"
-    assert (d["slimio-wal-buffer-size"], d["slimio-readahead-size"]) == ("8mb", "4mb")
+    assert (d["slimio-wal-buffer-size"], d["slimio-readahead-size"]) == ("8mb", "1mb")
     assert (d["slimio-placement-wal"], d["slimio-placement-wal-snapshot"],
             d["slimio-placement-on-demand"]) == ("1", "3", "2")
     assert d["slimio-load-snapshot"] == "wal-snapshot"

@@ -307,9 +307,10 @@ def main(argv: list[str] | None = None) -> int:
                    "a tenth of --requests)")
     p.add_argument("--wal-only", action="store_true", help="measure the SETs only: no "
                    "snapshot, recovery or no-I/O bounds after them")
-    p.add_argument("--profile", action="store_true", help="record each run's server with "
-                   "perf (software clock, about 1 kHz) during its measured SETs; the "
-                   "reports go to OUT/profiles/ (a profiled run's rates carry perf's cost)")
+    p.add_argument("--profile", action="store_true", help="record every CPU with perf "
+                   "(software clock, about 1 kHz) during each run's measured SETs; the "
+                   "server's report and the machine's per command (idle included) go to "
+                   "OUT/profiles/ (a profiled run's rates carry perf's cost)")
     p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
     p.set_defaults(func=cmd_bench)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")

@@ -204,24 +204,28 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
             **extra, "argv": cmd}
 
 
-# perf's software clock (no PMU under TCG, nor in every VM), about 1 kHz per CPU, no call
-# graphs (Redis is built without frame pointers, and they would add to what perf costs the
-# run); the report: the share of samples per thread, object and symbol. A profiled run's
-# rate carries perf's cost: take ratios from a bench without --profile.
-PERF_RECORD = ["perf", "record", "-e", "cpu-clock", "-F", "999", "--quiet"]
+# perf's software clock (no PMU under TCG, nor in every VM), about 1 kHz per CPU, every
+# CPU, no call graphs (Redis is built without frame pointers, and they would add to what
+# perf costs the run). Two reports: the server's (the share of its samples per thread,
+# object and symbol), and the whole machine's per command, where the idle task (swapper)
+# shows how much of the CPUs the run left unused: a run that is waiting, not computing.
+# A profiled run's rate carries perf's cost: take ratios from a bench without --profile.
+PERF_RECORD = ["perf", "record", "-a", "-e", "cpu-clock", "-F", "999", "--quiet"]
 PERF_REPORT = ["perf", "report", "--stdio", "--sort", "comm,dso,sym",
-               "--percent-limit", "0.5"]
+               "--percent-limit", "0.5", "--percentage", "relative"]
+PERF_REPORT_SYSTEM = ["perf", "report", "--stdio", "--sort", "comm", "--percent-limit", "0.5"]
 
 
 @contextmanager
 def profiled(pid: int, scratch: Path, report: Path | None):
-    """perf samples process ``pid`` while the block runs; its report (the share of samples
-    per thread, object and symbol) is written to ``report``. Nothing without ``report``."""
+    """perf samples every CPU while the block runs; the share of process ``pid``'s samples
+    per thread, object and symbol is written to ``report``, and the machine's per command
+    (``report``'s name with ``-system``) beside it. Nothing without ``report``."""
     if report is None:
         yield
         return
     data = scratch / "perf.data"
-    rec = subprocess.Popen([*PERF_RECORD, "-p", str(pid), "-o", str(data)],
+    rec = subprocess.Popen([*PERF_RECORD, "-o", str(data)],
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     time.sleep(0.5)         # perf attaches before the first measured SET
     try:
@@ -230,14 +234,17 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=120)
     if rec.returncode not in (0, -signal.SIGINT) or not data.is_file():
-        raise BenchError(f"perf record -p {pid} failed ({rec.returncode}): "
+        raise BenchError(f"perf record -a failed ({rec.returncode}): "
                          f"{err.decode(errors='replace').strip()[-500:]}")
-    proc = subprocess.run([*PERF_REPORT, "-i", str(data)], capture_output=True, text=True,
-                          timeout=600)
-    if proc.returncode != 0:
-        raise BenchError(f"perf report failed: {proc.stderr.strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
-    report.write_text(proc.stdout)
+    for args, out in ((["--pid", str(pid)], report),
+                      ([], report.with_name(f"{report.stem}-system{report.suffix}"))):
+        base = PERF_REPORT if args else PERF_REPORT_SYSTEM
+        proc = subprocess.run([*base, *args, "-i", str(data)], capture_output=True, text=True,
+                              timeout=600)
+        if proc.returncode != 0:
+            raise BenchError(f"perf report failed: {proc.stderr.strip()[-500:]}")
+        out.write_text(proc.stdout)
 
 
 def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
