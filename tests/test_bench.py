@@ -144,11 +144,6 @@ def test_always_log_is_held_against_one_durable_write_of_its_mean_batch(config, 
         pytest.approx(0.8)
 
 
-def _samples(count: str) -> int:
-    """perf report's sample count: 952, or 2K."""
-    return int(float(count[:-1]) * 1000) if count.endswith("K") else int(count)
-
-
 def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_path):
     """The bench's --profile on a real process: perf's software clock samples a busy
     Python for a second, and the report names its thread and its interpreter."""
@@ -165,12 +160,14 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
     text = report.read_text()
     assert "cpu-clock" in text and "python" in text
     assert (tmp_path / "perf.data").is_file()
-    # The whole machine's samples per command: the busy process among them, and more
-    # samples than the process alone (the other CPU's, idle or not).
+    # The whole machine's samples per command, from a recording of every CPU (which CPUs
+    # sample while idle depends on the kernel: a VM's guest shows swapper, this host not).
     system = (tmp_path / "profiles" / "run-0-system.txt").read_text()
-    assert re.search(r"%\s+python", system)
-    assert int(re.search(r"# Samples: (\d+)", text)[1]) < \
-        _samples(re.search(r"# Samples: (\S+)", system)[1])
+    commands = re.findall(r"^\s+[\d.]+%\s+(\S+)\s*$", system, re.M)
+    assert commands and any(c.startswith("python") for c in commands), system
+    header = subprocess.run(["perf", "report", "--header-only", "-i",
+                             str(tmp_path / "perf.data")], capture_output=True, text=True).stdout
+    assert re.search(r"# cmdline : \S*perf record -a ", header), header
     # Nothing is recorded without a report to write.
     with guest_bench.profiled(busy.pid, tmp_path / "none", None):
         pass
