@@ -107,6 +107,17 @@ def test_only_the_current_box_volume_is_kept():
     assert vm.stale_box_volumes(vols, None) == []
 
 
+def test_volume_names_are_read_from_virsh_vol_list_table():
+    # `virsh -c qemu:///system vol-list --pool default` of libvirt 9.0.0 (bookworm), which
+    # has no --name; captured on this host with four box volumes in the pool.
+    listing = (paths.REPO_ROOT / "tests/fixtures/vm/virsh-vol-list-9.0.0.txt").read_text()
+    names = vm.volume_names(listing)
+    assert len(names) == 4 and all(n.startswith("slimio-repro-") for n in names)
+    assert "slimio-repro-72c636b92ac1_vagrant_box_image_0_1795617852_box.img" in names
+    assert vm.volume_names(" Name   Path\n------------\n\n") == []
+    assert vm.volume_names("") == []
+
+
 def test_box_volume_follows_the_box_image_mtime(tmp_path, monkeypatch):
     monkeypatch.setenv("VAGRANT_HOME", str(tmp_path))
     assert vm.box_volume("slimio-repro-x") is None

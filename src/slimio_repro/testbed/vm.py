@@ -165,12 +165,27 @@ def ensure_box(box_file: Path, pool: str, log: Path) -> str:
         _vagrant(["box", "add", "--force", "--name", name, str(box_file)], None, log)
     for old in sorted(b for b in boxes if b.startswith(BOX_NAME_PREFIX) and b != name):
         _vagrant(["box", "remove", "--force", "--all", old], None, log)
-    vols = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", pool, "--name"],
-                          capture_output=True, text=True).stdout.split()
-    for vol in stale_box_volumes(vols, box_volume(name)):
-        subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol, "--pool", pool],
-                       capture_output=True)
+    listing = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", "--pool", pool],
+                             capture_output=True, text=True)
+    if listing.returncode != 0:
+        raise VmError(f"virsh vol-list --pool {pool} failed: {listing.stderr.strip()}")
+    for vol in stale_box_volumes(volume_names(listing.stdout), box_volume(name)):
+        gone = subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol,
+                               "--pool", pool], capture_output=True, text=True)
+        with open(log, "a") as fh:
+            fh.write(f"$ virsh vol-delete {vol} --pool {pool}: {gone.returncode} "
+                     f"{gone.stderr.strip()}\n")
     return name
+
+
+def volume_names(listing: str) -> list[str]:
+    """The volume names of ``virsh vol-list --pool POOL``'s table (libvirt 9.0's virsh has
+    no ``--name``: asked for it, it fails, and until this was read the leak went unseen)."""
+    lines = listing.splitlines()
+    rule = next((i for i, line in enumerate(lines) if line.startswith("---")), None)
+    if rule is None:
+        return []
+    return [line.split()[0] for line in lines[rule + 1:] if line.strip()]
 
 
 def box_volume(name: str) -> str | None:
