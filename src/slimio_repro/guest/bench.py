@@ -237,10 +237,9 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         raise BenchError(f"perf record -a failed ({rec.returncode}): "
                          f"{err.decode(errors='replace').strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
-    for args, out in ((["--pid", str(pid)], report),
-                      ([], report.with_name(f"{report.stem}-system{report.suffix}"))):
-        base = PERF_REPORT if args else PERF_REPORT_SYSTEM
-        proc = subprocess.run([*base, *args, "-i", str(data)], capture_output=True, text=True,
+    for cmd, out in (([*PERF_REPORT, "--pid", str(pid)], report),
+                     (PERF_REPORT_SYSTEM, report.with_name(f"{report.stem}-system.txt"))):
+        proc = subprocess.run([*cmd, "-i", str(data)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
             raise BenchError(f"perf report failed: {proc.stderr.strip()[-500:]}")

@@ -33,6 +33,7 @@ Everything that varies is in the config (``testbeds.vm``) and a device profile i
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib.util
 import io
 import ipaddress
@@ -165,17 +166,22 @@ def ensure_box(box_file: Path, pool: str, log: Path) -> str:
         _vagrant(["box", "add", "--force", "--name", name, str(box_file)], None, log)
     for old in sorted(b for b in boxes if b.startswith(BOX_NAME_PREFIX) and b != name):
         _vagrant(["box", "remove", "--force", "--all", old], None, log)
-    listing = subprocess.run(["virsh", "-c", "qemu:///system", "vol-list", "--pool", pool],
-                             capture_output=True, text=True)
+    listing = _virsh("vol-list", "--pool", pool)
     if listing.returncode != 0:
         raise VmError(f"virsh vol-list --pool {pool} failed: {listing.stderr.strip()}")
     for vol in stale_box_volumes(volume_names(listing.stdout), box_volume(name)):
-        gone = subprocess.run(["virsh", "-c", "qemu:///system", "vol-delete", vol,
-                               "--pool", pool], capture_output=True, text=True)
-        with open(log, "a") as fh:
-            fh.write(f"$ virsh vol-delete {vol} --pool {pool}: {gone.returncode} "
-                     f"{gone.stderr.strip()}\n")
+        _virsh("vol-delete", vol, "--pool", pool, log=log)
     return name
+
+
+def _virsh(*args: str, log: Path | None = None) -> subprocess.CompletedProcess:
+    """``virsh -c qemu:///system ARGS``, its output appended to ``log`` when given."""
+    proc = subprocess.run(["virsh", "-c", "qemu:///system", *args], capture_output=True,
+                          text=True)
+    if log is not None:
+        with open(log, "a") as fh:
+            fh.write(f"$ virsh {' '.join(args)}\n{proc.stdout}{proc.stderr}")
+    return proc
 
 
 def volume_names(listing: str) -> list[str]:
@@ -297,13 +303,7 @@ def remove_domain(domain: str, log: Path | None = None) -> None:
     """``virsh destroy`` (if running) and ``virsh undefine --remove-all-storage``: the
     domain and the volumes of its disks (the box overlay in the pool) are gone; anything
     QEMU was given outside libvirt (the NVMe image in the cell's directory) is not."""
-    def virsh(*args: str) -> subprocess.CompletedProcess:
-        proc = subprocess.run(["virsh", "-c", "qemu:///system", *args], capture_output=True,
-                              text=True)
-        if log is not None:
-            with open(log, "a") as fh:
-                fh.write(f"$ virsh {' '.join(args)}\n{proc.stdout}{proc.stderr}")
-        return proc
+    virsh = functools.partial(_virsh, log=log)
     state = virsh("domstate", domain)
     if state.returncode != 0:
         raise VmError(f"libvirt has no domain {domain}: {state.stderr.strip()}")
