@@ -46,6 +46,11 @@ def test_vm_bench_plans_have_no_roofline_and_include_slimio_nofdp(config):
     plans = _plans(config, "vm", bench.DEFAULT_SYSTEMS["vm"], 1000, 100)
     assert {p.cell.system for p in plans} == set(bench.DEFAULT_SYSTEMS["vm"])
     assert all(not p.vm.roofline.enabled for p in plans)
+    # Every system under both policies: the matrix's restriction of slimio-nofdp to
+    # Figure 4's periodical cells (matrix.only) is not the bench's.
+    assert config["matrix"]["only"]["slimio-nofdp"]["policies"] == ["periodical"]
+    assert {p.cell.policy for p in plans if p.cell.system == "slimio-nofdp"} == \
+        {"periodical", "always"}
 
 
 def test_schedule_interleaves_and_rotates(config):

@@ -87,11 +87,16 @@ def test_matrix_expands_to_one_cell_per_repetition(default_config):
     got = configmod.make(default_config).matrix
     m = default_config["matrix"]
     # Every system under every policy, but the no-persistence bound once (policy none).
-    logged = [s for s in m["systems"] if s != "nopersist"]
-    assert "nopersist" in m["systems"]
-    assert len(got) == (len(m["testbeds"]) * len(m["workloads"]) * m["repetitions"]
-                        * (len(logged) * len(m["policies"]) + 1))
+    # slimio-nofdp only in Figure 4's combination (matrix.only).
+    logged = [s for s in m["systems"] if s not in ("nopersist", "slimio-nofdp")]
+    assert "nopersist" in m["systems"] and "slimio-nofdp" in m["systems"]
+    assert m["only"] == {"slimio-nofdp": {"workloads": ["redis-benchmark"],
+                                          "policies": ["periodical"]}}
+    assert len(got) == len(m["testbeds"]) * m["repetitions"] * (
+        len(m["workloads"]) * (len(logged) * len(m["policies"]) + 1) + 1)
     assert {c.policy for c in got if c.system == "nopersist"} == {"none"}
+    assert {(c.workload, c.policy) for c in got if c.system == "slimio-nofdp"} == \
+        {("redis-benchmark", "periodical")}
     assert len({c.id for c in got}) == len(got)
     for c in got:
         assert Cell.from_id(c.id) == c
@@ -153,7 +158,7 @@ def test_slimio_backend_resolves_per_testbed_and_nofdp_has_no_placement():
     assert plan.cell("vm-slimio-redis-benchmark-periodical-r1").slimio.backend == "nvme"
     assert plan.cell("vm-slimio-redis-benchmark-periodical-r1").slimio.placement_ids == \
         Placement(wal=1, wal_snapshot=3, on_demand=2)
-    assert plan.cell("vm-slimio-nofdp-ycsb-a-always-r2").slimio.placement_ids == \
+    assert plan.cell("vm-slimio-nofdp-redis-benchmark-periodical-r2").slimio.placement_ids == \
         Placement(-1, -1, -1)
     assert build_system("slimio-nofdp") == "slimio"
     bare = configmod.make(load({"matrix": {"testbeds": ["bare"],
@@ -162,6 +167,36 @@ def test_slimio_backend_resolves_per_testbed_and_nofdp_has_no_placement():
     assert bare.cell("bare-baseline-redis-benchmark-always-r1").slimio is None
     forced = configmod.make(load({"slimio": {"backend": "file"}}))
     assert forced.cell("vm-slimio-ycsb-a-always-r1").slimio.backend == "file"
+
+
+def test_matrix_only_narrows_a_system_and_refuses_an_empty_one():
+    lifted = configmod.make(load({"matrix": {"only": {"slimio-nofdp": None}}})).matrix
+    assert {(c.workload, c.policy) for c in lifted if c.system == "slimio-nofdp"} == {
+        (w, p) for w in ("redis-benchmark", "ycsb-a") for p in ("periodical", "always")}
+    narrowed = configmod.make(load({"matrix": {"only": {"baseline": {"policies": ["always"]}},
+                                               "repetitions": 1}})).matrix
+    assert {c.policy for c in narrowed if c.system == "baseline"} == {"always"}
+    assert {c.policy for c in narrowed if c.system == "slimio"} == {"periodical", "always"}
+    # The bound logs nothing: a policy restriction leaves its cells alone.
+    bound = configmod.make(load({"matrix": {"only": {"nopersist": {"policies": ["always"]}},
+                                            "policies": ["periodical"],
+                                            "systems": ["baseline", "nopersist"]}})).matrix
+    assert {c.id for c in bound if c.system == "nopersist"} == {
+        f"vm-nopersist-{w}-none-r{r}" for w in ("redis-benchmark", "ycsb-a") for r in (1, 2)}
+    # An entry for a system outside the matrix restricts nothing.
+    assert configmod.make(load({"matrix": {"systems": ["baseline"],
+                                           "policies": ["always"]}})).matrix
+    with pytest.raises(configmod.ConfigError,
+                       match=r"matrix\.only\.slimio-nofdp\.policies: \['periodical'\] has none "
+                             r"of matrix\.policies \['always'\], so slimio-nofdp would run no "
+                             r"cell.*matrix\.only\.slimio-nofdp: null"):
+        load({"matrix": {"policies": ["always"]}})
+    with pytest.raises(configmod.ConfigError,
+                       match=r"matrix\.only: 'slimio-nofpd' is not one of"):
+        load({"matrix": {"only": {"slimio-nofpd": None}}})
+    with pytest.raises(configmod.ConfigError,
+                       match=r"matrix\.only\.baseline\.workloads\[0\]: 'ycsb' is not one of"):
+        load({"matrix": {"only": {"baseline": {"workloads": ["ycsb"]}}}})
 
 
 def test_slimio_nofdp_on_bare_is_refused():

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from slimio_repro.testbed import accel
+from slimio_repro.testbed import hostcpu
 from slimio_repro.testbed import box
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
@@ -222,3 +223,65 @@ def test_up_facts_come_from_what_vagrant_up_printed():
     assert "  HostName 192.168.124.101\n  User vagrant\n  Port 22\n" in config
     assert "  IdentityFile /k/box.key\n  IdentitiesOnly yes\n" in config
     assert vm.up_facts("==> default: Machine booted and ready!\n") == {}
+
+
+QEMU_PROC = paths.REPO_ROOT / "tests/fixtures/vm/qemu-proc"
+
+
+def test_qemu_threads_are_read_and_classed_from_a_real_proc_tree():
+    """tests/fixtures/vm/qemu-proc: /proc/stat and /proc/PID/{stat,task/*/stat} of a cell
+    VM's QEMU (10.0, TCG, two vCPUs), copied from this host."""
+    pid = int(next(p.name for p in QEMU_PROC.iterdir() if p.name.isdigit()))
+    threads = hostcpu.read_threads(pid, QEMU_PROC)
+    names = {tid: comm for tid, (comm, _) in threads.items() if tid > 0}
+    assert sorted(c for c in names.values() if hostcpu.thread_class(c) == "vcpu") == \
+        ["CPU 0/TCG", "CPU 1/TCG"]
+    assert {"qemu-system-x86", "worker", "IO mon_iothread"} <= set(names.values())
+    assert hostcpu.thread_class("CPU 3/KVM") == "vcpu"
+    assert hostcpu.thread_class("worker") == hostcpu.thread_class("CPU 0/TCG x") == "emulation"
+    # The process counts every thread's time, also that of workers that have ended.
+    process = threads[hostcpu.PROCESS][1]
+    assert process >= sum(cpu for tid, (_, cpu) in threads.items() if tid > 0) > 20
+    assert threads[hostcpu.HOST][1] > process
+
+
+def test_host_cores_per_class_over_a_window():
+    s = {  # time -> tid -> (name, CPU s): two vCPUs, the main loop, a worker born later
+        10.0: {-1: ("host", 100.0), 0: ("q", 50.0), 1: ("CPU 0/TCG", 20.0),
+               2: ("CPU 1/TCG", 10.0), 3: ("qemu-system-x86", 5.0)},
+        12.0: {-1: ("host", 103.9), 0: ("q", 53.6), 1: ("CPU 0/TCG", 21.8),
+               2: ("CPU 1/TCG", 11.4), 3: ("qemu-system-x86", 5.1), 4: ("worker", 0.2)},
+        14.0: {-1: ("host", 107.0), 0: ("q", 56.0), 1: ("CPU 0/TCG", 23.0),
+               2: ("CPU 1/TCG", 12.0), 3: ("qemu-system-x86", 5.2)}}
+    got = hostcpu.cores(s, 10.5, 11.5)      # the samples around it: 10.0 and 12.0
+    assert got == pytest.approx({"vcpu": (1.8 + 1.4) / 2, "emulation": (3.6 - 3.2) / 2,
+                                 "other": (3.9 - 3.6) / 2})
+    # Over 10-14 the worker has ended: its time is in the process's, so in emulation.
+    assert hostcpu.cores(s, 10.0, 14.0)["emulation"] == pytest.approx((6.0 - 5.0) / 4)
+    assert hostcpu.cores(s, 9.0, 11.0) is None and hostcpu.cores(s, 13.0, 15.0) is None
+
+
+def test_the_sampler_sees_a_busy_thread(tmp_path):
+    """A thread of this process that computes for a second uses about one core."""
+    import threading
+    import time
+
+    def spin(seconds):
+        end = time.monotonic() + seconds
+        while time.monotonic() < end:
+            pass
+    sampler = hostcpu.Sampler(os.getpid(), tmp_path / "cpu.csv", interval_s=0.1).start()
+    time.sleep(0.3)
+    start = time.time()
+    worker = threading.Thread(target=spin, args=(1.0,))
+    worker.start()
+    worker.join()
+    end = time.time()
+    time.sleep(0.3)
+    sampler.stop()
+    used = hostcpu.cores(hostcpu.load(tmp_path / "cpu.csv"), start, end)
+    # Nothing here is a vCPU; the spinning thread is at most one core, at least a share of
+    # one on a busy host.
+    assert used["vcpu"] == 0 and 0.3 < used["emulation"] < 1.3, used
+    with pytest.raises(hostcpu.HostCpuError, match=r"no QEMU pid for domain nope"):
+        hostcpu.qemu_pid("nope", tmp_path)

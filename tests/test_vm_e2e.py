@@ -347,8 +347,15 @@ def test_bench_in_a_vm(tmp_path):
         (p, s) for p in ("periodical", "always")
         for s in ("nopersist", "baseline", "slimio", "slimio-nofdp"))
     assert all(r["requests_completed"] == 2000 and r["aof_rewrites"] == 0 for r in runs)
+    # Where the host's CPUs went during each run: the guest's vCPUs ran (a SET workload
+    # keeps them busy), and no class used more cores than the host has.
+    for r in runs:
+        assert 0.2 < r["host_vcpu_cores"] <= os.cpu_count() + 0.1, r
+        assert -0.1 < r["host_emulation_cores"] < os.cpu_count(), r
+        assert -0.1 < r["host_other_cores"] < os.cpu_count(), r
     md = (out / "bench.md").read_text()
     assert "| always | slimio / baseline | 1 |" in md and "Testbed vm" in md
+    assert "host cores: device emulation" in md
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["vm"]["accel"] in ("kvm", "tcg") and prov["where"]["host"]["hostname"]
     assert set(_domains()) == before, "the bench's VM was left behind"

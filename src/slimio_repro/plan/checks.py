@@ -13,7 +13,7 @@ from pathlib import Path
 
 from .. import paths
 from ..build import sources
-from ..guest import DeviceProfile, is_slimio
+from ..guest import DeviceProfile, is_slimio, persists
 from . import sizing
 from .config import ConfigError
 
@@ -49,6 +49,14 @@ class Host:
                    kvm_device=os.path.exists("/dev/kvm"), accel_verdict=accel)
 
 
+def matrix_scope(matrix: dict, system: str) -> tuple[list[str], list[str]]:
+    """The workloads and the policies ``system`` runs: the matrix's, narrowed by
+    ``matrix.only`` (either list empty when the restriction leaves none)."""
+    only = (matrix.get("only") or {}).get(system) or {}
+    return ([w for w in matrix["workloads"] if w in (only.get("workloads") or [w])],
+            [p for p in matrix["policies"] if p in (only.get("policies") or [p])])
+
+
 def check_matrix(config: dict) -> None:
     bench = config["workloads"]["redis-benchmark"]
     width = bench["key_size_bytes"]
@@ -63,6 +71,16 @@ def check_matrix(config: dict) -> None:
             f"key_size_bytes={ycsb['key_size_bytes']} decimal digits (the binding's keys are "
             "zero-padded record numbers); raise key_size_bytes or lower records")
     matrix = config["matrix"]
+    for system in matrix["systems"]:
+        workloads, policies = matrix_scope(matrix, system)
+        if not workloads or (not policies and persists(system)):   # nopersist: no policy
+            only = (matrix.get("only") or {})[system]
+            missing = "workloads" if not workloads else "policies"
+            raise ConfigError(
+                f"matrix.only.{system}.{missing}: {only[missing]} has none of matrix."
+                f"{missing} {matrix[missing]}, so {system} would run no cell: add one of "
+                f"them to matrix.{missing}, remove {system} from matrix.systems, or lift "
+                f"the restriction (matrix.only.{system}: null)")
     if "bare" in matrix["testbeds"] and "slimio-nofdp" in matrix["systems"]:
         raise ConfigError(
             "matrix.systems: slimio-nofdp differs from slimio only by FDP placement, which "

@@ -118,9 +118,10 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
     ycsb_version = ycsb_build.pinned_version()
     server = config["server"]
     cells = []
-    combos = [(testbed, system, workload, policy) for testbed, system, workload in
-              itertools.product(m["testbeds"], m["systems"], m["workloads"])
-              for policy in policies_of(system, m["policies"])]
+    combos = [(testbed, system, workload, policy)
+              for testbed, system in itertools.product(m["testbeds"], m["systems"])
+              for workloads, policies in [checks.matrix_scope(m, system)]
+              for workload in workloads for policy in policies_of(system, policies)]
     for testbed, system, workload, policy in combos:
         w = config["workloads"][workload]
         # The no-persistence bound writes nothing: no On-Demand-Snapshot, nothing to

@@ -18,11 +18,12 @@ import json
 import shutil
 import statistics
 import tarfile
+import time
 from pathlib import Path
 
 from .. import paths
 from ..guest import CellPlan, NOPERSIST, bench as guest_bench, provenance
-from ..testbed import vm as vmmod
+from ..testbed import hostcpu, vm as vmmod
 
 # Defaults per testbed: a few seconds per run on bare, about ten under TCG.
 DEFAULT_REQUESTS = {"bare": 150_000, "vm": 30_000}
@@ -77,7 +78,10 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("sets_per_batch", "SETs per batch", "{:.1f}"),
                 ("durable_write_ms", "durable write ms", "{:.3f}"),
                 ("durable_write_bound_rps", "durable-write bound SET/s", "{:,.0f}"),
-                ("always_bound_rps", "nopersist + durable write SET/s", "{:,.0f}")]
+                ("always_bound_rps", "nopersist + durable write SET/s", "{:,.0f}"),
+                ("host_vcpu_cores", "host cores: vCPUs", "{:.2f}"),
+                ("host_emulation_cores", "host cores: device emulation", "{:.2f}"),
+                ("host_other_cores", "host cores: other", "{:.2f}")]
 
 
 class BenchError(RuntimeError):
@@ -219,6 +223,14 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "over the batch's SETs, to the round's nopersist time per SET (a client "
                   "sends its next SET only after its reply, so a batch's server time and "
                   "its device time do not overlap)."]
+    if any("host_vcpu_cores" in r for r in runs):
+        lines += ["", "Host cores (vm): what the host's CPUs did during each run's measured "
+                  "SETs, from the CPU time of QEMU's threads and the host's /proc/stat "
+                  f"({HOST_CPU_FILE}): QEMU's vCPU threads (the guest: server, client, its "
+                  "kernel), the rest of QEMU (the emulated devices: the NVMe controller's "
+                  "commands and its backing file's I/O), and everything else on the host. "
+                  "Under TCG the emulation runs on the same host cores as the vCPUs, so "
+                  "what the emulated SSD costs is taken from the guest."]
     lines += ["", f"Runs with a rewrite (none expected): {len(rewrites)}."]
     return "\n".join(lines) + "\n"
 
@@ -318,12 +330,22 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
         say(f"booting the bench's VM ({vm.spec['accel']})")
         vm.up()
         plans_json = json.dumps([vmmod.guest_plan(p).to_dict() for p in the_plans]).encode()
-        proc = vmmod.guest_python(
-            vm, f"bench --plans-json {vmmod.GUEST_REPO_DIR}/plans.json --rounds {rounds} "
-                f"--warmup {warmup} --out {guest_out}"
-                + ("" if persistence_phases else " --wal-only")
-                + (" --profile" if profile else ""), {"plans.json": plans_json},
-            timeout=plan0.workload.timeout_s * len(the_plans) * rounds, clear=[guest_out])
+        # Where the host's CPU goes during each run (QEMU's vCPUs, its device emulation,
+        # the rest), timed on the host's clock: the guest's clock is read against it.
+        offsets = [_guest_clock_offset(vm)]
+        sampler = hostcpu.Sampler(hostcpu.qemu_pid(vm.domain),
+                                  out_dir / HOST_CPU_FILE).start()
+        try:
+            proc = vmmod.guest_python(
+                vm, f"bench --plans-json {vmmod.GUEST_REPO_DIR}/plans.json --rounds {rounds} "
+                    f"--warmup {warmup} --out {guest_out}"
+                    + ("" if persistence_phases else " --wal-only")
+                    + (" --profile" if profile else ""), {"plans.json": plans_json},
+                timeout=plan0.workload.timeout_s * len(the_plans) * rounds, clear=[guest_out])
+        finally:
+            sampler.stop()
+        offsets.append(_guest_clock_offset(vm))
+        prov["vm"]["guest_clock_offset_s"] = offsets
         text = proc.stdout.decode(errors="replace")
         (out_dir / "guest-bench.log").write_text(text)
         for line in text.splitlines():
@@ -341,8 +363,35 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
             vm.destroy()
         finally:
             shutil.rmtree(vm_dir, ignore_errors=True)
-    return [json.loads(line) for line in
+    runs = [json.loads(line) for line in
             (out_dir / guest_bench.RUNS_FILE).read_text().splitlines() if line.strip()]
+    with_host_cpu(runs, hostcpu.load(out_dir / HOST_CPU_FILE),
+                  statistics.mean(o for o, _ in offsets))
+    (out_dir / guest_bench.RUNS_FILE).write_text("".join(json.dumps(r) + "\n" for r in runs))
+    return runs
+
+
+HOST_CPU_FILE = "host-cpu.csv"
+
+
+def _guest_clock_offset(vm) -> tuple[float, float]:
+    """(the guest's clock less the host's, its uncertainty): the guest's time read over SSH
+    against the host's before and after, in seconds."""
+    before = time.time()
+    proc = vm.ssh("date +%s.%N")
+    after = time.time()
+    return float(proc.stdout.decode().strip()) - (before + after) / 2, (after - before) / 2
+
+
+def with_host_cpu(runs: list[dict], samples: dict, guest_offset_s: float) -> None:
+    """Adds to each run the host cores QEMU's vCPUs, its device emulation and the rest of
+    the host used during its measured SETs (:func:`hostcpu.cores`; the run's guest times
+    moved onto the host's clock by ``guest_offset_s``)."""
+    for r in runs:
+        used = hostcpu.cores(samples, r["start_unix_s"] - guest_offset_s,
+                             r["end_unix_s"] - guest_offset_s)
+        for k, v in (used or {}).items():
+            r[f"host_{k}_cores"] = round(v, 3)
 
 
 __all__ = ["BenchError", "DEFAULT_REQUESTS", "DEFAULT_SYSTEMS", "check", "run"]

@@ -1,6 +1,7 @@
 """The testbed stage (driven by workflows/rules/testbed.smk): the guest box, the KVM probe,
-and the vm testbed's per-cell VMs (Vagrant + libvirt, an emulated NVMe FDP SSD)."""
+the vm testbed's per-cell VMs (Vagrant + libvirt, an emulated NVMe FDP SSD), and where a
+VM's host CPU goes (hostcpu)."""
 
-from . import accel, box, vm
+from . import accel, box, hostcpu, vm
 
-__all__ = ["accel", "box", "vm"]
+__all__ = ["accel", "box", "hostcpu", "vm"]
