@@ -2,6 +2,7 @@
 
 import json
 import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -128,6 +129,38 @@ def test_box_volume_follows_the_box_image_mtime(tmp_path, monkeypatch):
     os.utime(image, (1795617852, 1795617852))
     assert vm.box_volume("slimio-repro-x") == \
         "slimio-repro-x_vagrant_box_image_0_1795617852_box.img"
+
+
+def test_ensure_box_reads_vagrants_box_directory(tmp_path, monkeypatch):
+    """The box is added only when Vagrant's directory lacks it, older slimio-repro boxes
+    are removed, and every stale volume of the pool is deleted (the commands are recorded
+    here, not run: test_vm_e2e runs them for real)."""
+    monkeypatch.setenv("VAGRANT_HOME", str(tmp_path / "vagrant.d"))
+    box_file = tmp_path / "slimio-guest.box"
+    box_file.with_suffix(".json").write_text(json.dumps({"inputs_sha256": "a" * 64}))
+    name = vm.box_name(box_file)
+    ran = []
+    monkeypatch.setattr(vm, "_vagrant", lambda args, cwd, log=None: ran.append(args) or "")
+    listing = (" Name   Path\n------\n slimio-repro-old_vagrant_box_image_0_1_box.img  /p/a\n"
+               f" {name}_vagrant_box_image_0_7_box.img  /p/b\n other.img /p/c\n")
+
+    def virsh(*args, log=None):
+        ran.append(list(args))
+        return subprocess.CompletedProcess(args, 0, listing if args[0] == "vol-list" else "", "")
+    monkeypatch.setattr(vm, "_virsh", virsh)
+    assert vm.ensure_box(box_file, "default", tmp_path / "log") == name
+    assert ran[0][:2] == ["box", "add"] and ran[0][-1] == str(box_file)
+    ran.clear()
+    for box, mtime in ((name, 7), ("slimio-repro-old", 1)):
+        image = tmp_path / "vagrant.d" / "boxes" / box / "0" / "libvirt" / "box.img"
+        image.parent.mkdir(parents=True)
+        image.write_bytes(b"")
+        os.utime(image, (mtime, mtime))
+    vm.ensure_box(box_file, "default", tmp_path / "log")
+    assert ran == [["box", "remove", "--force", "--all", "slimio-repro-old"],
+                   ["vol-list", "--pool", "default"],
+                   ["vol-delete", "slimio-repro-old_vagrant_box_image_0_1_box.img",
+                    "--pool", "default"]]
 
 
 def test_femu_without_kvm_is_refused(tmp_path):
