@@ -42,7 +42,6 @@ import os
 import py_compile
 import re
 import shutil
-import signal
 import subprocess
 import tarfile
 import tempfile
@@ -315,34 +314,11 @@ def remove_domain(domain: str, log: Path | None = None) -> None:
     if state.returncode != 0:
         raise VmError(f"libvirt has no domain {domain}: {state.stderr.strip()}")
     if state.stdout.strip() not in ("shut off", "crashed"):
-        _kill_qemu(domain, virsh)
-        virsh("destroy", domain)     # a no-op once libvirt has seen QEMU end
+        virsh("destroy", domain)
     gone = virsh("undefine", domain, "--remove-all-storage")
     if gone.returncode != 0:
         raise VmError(f"`virsh undefine {domain} --remove-all-storage` failed: "
                       f"{gone.stderr.strip()}")
-
-
-def _kill_qemu(domain: str, virsh, timeout_s: float = 10.0) -> None:
-    """Pull the plug: SIGKILL the domain's QEMU, then wait for libvirt to see the domain
-    shut off. ``virsh destroy`` sends SIGTERM first, and a TCG QEMU with an NVMe device
-    took 1.8 s to exit on it here; nothing of the guest is kept once its records are
-    copied out, so its orderly exit buys nothing. Anything unexpected is left to ``virsh
-    destroy``."""
-    pid_file = Path("/run/libvirt/qemu") / f"{domain}.pid"
-    try:
-        pid = int(pid_file.read_text().strip())
-        if Path(f"/proc/{pid}/comm").read_text().strip() not in ("qemu-system-x86",
-                                                                   "qemu-system-x86_64"):
-            return
-        os.kill(pid, signal.SIGKILL)
-    except (OSError, ValueError):
-        return
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if virsh("domstate", domain).stdout.strip() in ("shut off", "crashed"):
-            return
-        time.sleep(0.05)
 
 
 def _repo_tar(files: list[str] = GUEST_REPO_FILES,
