@@ -22,8 +22,8 @@ REGION_OVER_TRIGGER = 1.75
 def bench_config(config: dict, testbed: str, systems: list[str], policies: list[str],
                  requests: int, warmup: int) -> dict:
     """``config`` narrowed to one redis-benchmark repetition of each system under each
-    policy (``matrix.only`` lifted) on ``testbed``, sized for ``warmup`` + ``requests`` SETs with no rewrite, no On-Demand-Snapshot, no
-    recovery and no roofline; validated."""
+    policy (``matrix.only`` lifted) on ``testbed``, sized for ``warmup`` + ``requests`` SETs
+    with no rewrite, no On-Demand-Snapshot, no recovery and no roofline; validated."""
     cfg = copy.deepcopy(config)
     # Every system under every policy asked for: the matrix's restrictions (matrix.only)
     # say what the pipeline's tables need, not what the bench compares.
