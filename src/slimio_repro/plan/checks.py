@@ -49,10 +49,15 @@ class Host:
                    kvm_device=os.path.exists("/dev/kvm"), accel_verdict=accel)
 
 
+def _only(matrix: dict, system: str) -> dict:
+    """``matrix.only``'s entry for ``system``; {} when it has none (or null)."""
+    return (matrix.get("only") or {}).get(system) or {}
+
+
 def matrix_scope(matrix: dict, system: str) -> tuple[list[str], list[str]]:
     """The workloads and the policies ``system`` runs: the matrix's, narrowed by
     ``matrix.only`` (either list empty when the restriction leaves none)."""
-    only = (matrix.get("only") or {}).get(system) or {}
+    only = _only(matrix, system)
     return ([w for w in matrix["workloads"] if w in (only.get("workloads") or [w])],
             [p for p in matrix["policies"] if p in (only.get("policies") or [p])])
 
@@ -74,10 +79,10 @@ def check_matrix(config: dict) -> None:
     for system in matrix["systems"]:
         workloads, policies = matrix_scope(matrix, system)
         if not workloads or (not policies and persists(system)):   # nopersist: no policy
-            only = (matrix.get("only") or {})[system]
             missing = "workloads" if not workloads else "policies"
+            asked = _only(matrix, system)[missing]
             raise ConfigError(
-                f"matrix.only.{system}.{missing}: {only[missing]} has none of matrix."
+                f"matrix.only.{system}.{missing}: {asked} has none of matrix."
                 f"{missing} {matrix[missing]}, so {system} would run no cell: add one of "
                 f"them to matrix.{missing}, remove {system} from matrix.systems, or lift "
                 f"the restriction (matrix.only.{system}: null)")

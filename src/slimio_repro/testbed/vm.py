@@ -166,7 +166,7 @@ def ensure_box(box_file: Path, pool: str, log: Path) -> str:
              if d.is_dir()}
     if box_volume(name) is None:
         _vagrant(["box", "add", "--force", "--name", name, str(box_file)], None, log)
-    for old in sorted(b for b in boxes if b.startswith(BOX_NAME_PREFIX) and b != name):
+    for old in sorted(boxes - {name}):
         _vagrant(["box", "remove", "--force", "--all", old], None, log)
     listing = _virsh("vol-list", "--pool", pool)
     if listing.returncode != 0:
