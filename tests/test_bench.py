@@ -1,6 +1,7 @@
 """The bench (slimio-repro bench): its plans, its schedule, its ratios; and a real bare run."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -263,6 +264,23 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
     # Into nothing, the same dataset serialises to about the bytes SlimIO wrote.
     assert all(abs(r["snapshot_bound_bytes"] - r["snapshot_bytes"]) < 0.01 * r["snapshot_bytes"]
                for r in slim)
+    # Each child's CPU seconds: the serialising thread's are part of all its threads', and
+    # neither exceeds what the child's wall time allows on this host's CPUs.
+    cpus = os.cpu_count()
+    for r in slim:
+        assert 0 < r["snapshot_thread_cpu_s"] <= r["snapshot_cpu_s"] <= \
+            r["snapshot_s"] * cpus + 0.01, r
+        assert 0 < r["snapshot_bound_cpu_s"] <= r["snapshot_bound_s"] * cpus + 0.01, r
+    assert "| always | slimio CPU / no-I/O bound's CPU | 2 |" in md
+    # The WAL's batches: queued and device time per batch in every slimio run, and under
+    # Always-Log's group commit each held reply's wait for the loop; a batch's device
+    # time is below the run's wall time per batch.
+    for r in slim:
+        per_batch_s = r["duration_s"] / (r["slimio_wal_batches"] or 1)
+        assert 0 < r["wal_batch_device_ms"] and r["wal_batch_queue_ms"] >= 0, r
+        assert ("reply_release_lag_ms" in r) == (r["policy"] == "always"), r
+        if r["policy"] == "always":
+            assert r["wal_batch_device_ms"] / 1000 < 2 * per_batch_s, r
     # --profile: each run's server sampled by perf during its SETs (4,000 SETs: a tenth of
     # a second, a few dozen samples).
     profiles = sorted(p for p in (out / "profiles").glob("run-*.txt")

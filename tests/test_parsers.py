@@ -84,6 +84,24 @@ def test_redis_log_gives_the_time_a_slimio_child_waited_for_its_ring():
     assert all("slimio_wait_s" not in e for e in redislog.snapshots(old))
 
 
+def test_redis_log_gives_a_slimio_childs_cpu_seconds():
+    """A real SlimIO log (captured on bare, builds since issue 18's seventh stop): a BGSAVE
+    to the device, then one into the discard sink; each child's last line gives its CPU
+    seconds, all its threads' and the serialising thread's. Writing to the device file,
+    io_uring's workers (threads of the child) did most of it; into nothing, the serialising
+    thread did all of it. Older builds' lines give none, and none is made up."""
+    log = (FIXTURES / "redislog" / "slimio-bgsave-cpu.log").read_text()
+    real, bound = redislog.snapshots(log)
+    assert real["kind"] == "on_demand_snapshot" and real["slimio_wait_s"] == 0.008
+    assert (real["slimio_cpu_s"], real["slimio_thread_cpu_s"]) == (0.270, 0.095)
+    assert bound["kind"] == "snapshot_bound" and bound["bytes"] == 27227435
+    assert (bound["slimio_cpu_s"], bound["slimio_thread_cpu_s"]) == (0.080, 0.078)
+    assert bound["child_duration_s"] == pytest.approx(0.081)
+    for old in ("slimio-bgsave-wait.log", "slimio-bgsave-then-discard.log"):
+        events = redislog.snapshots((FIXTURES / "redislog" / old).read_text())
+        assert events and all("slimio_cpu_s" not in e for e in events)
+
+
 def test_redis_log_failed_rewrite_is_reported_not_counted():
     log = ("1:M 21 Nov 2026 01:22:36.967 * Background append only file rewriting started by "
            "pid 2\n1:M 21 Nov 2026 01:22:38.000 # Background AOF rewrite terminated with "

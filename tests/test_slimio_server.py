@@ -332,14 +332,27 @@ def test_always_replies_wait_for_durability(slim, group_commit):
     """Each WAL batch completes WAL_DELAY_S late (a failpoint delay in the completion
     path). No SET is acknowledged sooner, with group commit or without, and 8 clients' SETs
     share batches (fewer than 8: on the host two or three, in a TCG guest, where the clients
-    trickle in, about four)."""
+    trickle in, about four).
+
+    The batches' timeline (INFO) tells the delay from the device: each batch's device time
+    (submission to completion) leaves it out; with group commit the SETs that arrived while
+    a batch was in flight queued for it, and each held reply went out well within the
+    delay of its batch becoming durable (the WAL's eventfd wakes the event loop)."""
     s = slim(policy="always", extra={"slimio-group-commit": group_commit})
     s.start(failpoints=f"wal.after-write=delay:{int(WAL_DELAY_S * 1e6)}")
-    batches = s.info()["slimio_wal_batches"]
+    before = s.info()
     elapsed, lat = timed_sets(s.port, 8)
     assert len(lat) == 8 and min(lat) >= WAL_DELAY_S, lat
     info = s.info()
-    assert info["slimio_wal_batches"] - batches < 8, (elapsed, lat)
+    batches = info["slimio_wal_batches"] - before["slimio_wal_batches"]
+    assert batches < 8, (elapsed, lat)
+    device_us = info["slimio_wal_batch_device_us"] - before["slimio_wal_batch_device_us"]
+    queue_us = info["slimio_wal_batch_queue_us"] - before["slimio_wal_batch_queue_us"]
+    assert device_us < batches * WAL_DELAY_S * 1e6 / 2, (device_us, batches)
+    if group_commit == "yes" and batches >= 2:
+        # A later batch's SETs were appended while the first was delayed. (Without group
+        # commit the main thread waits for each batch, and appends only after it.)
+        assert queue_us > WAL_DELAY_S * 1e6 / 2, (queue_us, batches)
     assert info["slimio_group_commit"] == (group_commit == "yes")
     assert info["slimio_group_commit_active"] == (group_commit == "yes")
     if group_commit == "yes":
@@ -347,8 +360,12 @@ def test_always_replies_wait_for_durability(slim, group_commit):
         # waited for the WAL's lock (the delay runs under it) goes out at once, as it may.
         assert info["slimio_reply_holds"] >= 1 and info["slimio_held_clients"] == 0
         assert info["slimio_reply_releases"] == info["slimio_reply_holds"]
+        released = info["slimio_reply_releases"] - before["slimio_reply_releases"]
+        lag_us = info["slimio_reply_release_lag_us"] - before["slimio_reply_release_lag_us"]
+        assert released >= 1 and lag_us < released * WAL_DELAY_S * 1e6 / 2, (released, lag_us)
     else:
         assert info["slimio_reply_holds"] == 0 and info["slimio_wal_syncs"] >= 1
+        assert info["slimio_reply_release_lag_us"] == 0
 
 
 @device

@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 
 #include "slimio_backend.h"
 #include "slimio_crc32c.h"
@@ -77,11 +78,15 @@ static struct {
 static struct {
     unsigned long long open;        /* replies built now belong to this epoch */
     unsigned long long durable;     /* epochs up to this one are durable */
-    struct { unsigned long long epoch; uint64_t total; } q[SLIMIO_EPOCH_QUEUE];
+    struct { unsigned long long epoch; uint64_t total, closed_us; } q[SLIMIO_EPOCH_QUEUE];
     unsigned qh, qn;                /* closed epochs not yet durable, oldest first */
     list *held;                     /* clients whose replies wait */
     int fd;                         /* eventfd the WAL's completion thread writes */
     uint64_t holds, releases, wakeups;
+    /* How late held replies went out: ready_us is when the newest durable epoch became
+     * releasable (closed, and durable by the WAL: the later of the two); release_lag_us
+     * sums, over released replies, the microseconds from then to their release. */
+    uint64_t ready_us, release_lag_us;
 } G = {.open = 1, .fd = -1};
 
 /* Periodical-Log's loss window (slimioWalBoundLag): Redis's everysec contract. */
@@ -531,6 +536,16 @@ static off_t rioDiscardTell(rio *r) {
     return (off_t)*(uint64_t *)r->io.slimio.ctx;
 }
 
+/* CPU seconds (user and system) of this process (RUSAGE_SELF: every thread) or of the
+ * calling thread (RUSAGE_THREAD): a snapshot child's log line tells its work from its
+ * waiting with them. */
+static double cpuSeconds(int who) {
+    struct rusage ru;
+    if (getrusage(who, &ru) < 0) return 0.0;
+    return (double)(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+           (double)(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+}
+
 /* An On-Demand-Snapshot serialised into nothing (slimio-snapshot-sink discard): the same
  * fork, iteration, encoding, compression and RDB checksum as a real one, no copy and no
  * I/O. Its time is the snapshot's no-I/O bound; nothing is written or promoted. */
@@ -563,9 +578,10 @@ static int discardSnapshot(rdbSaveInfo *rsi) {
     S.report->length = bytes;
     S.report->seconds = secs;
     serverLog(LL_NOTICE, "SlimIO: On-Demand snapshot of %llu bytes serialised into the discard "
-              "sink in %.3f seconds (%.1f MB/s), nothing written",
-              (unsigned long long)S.report->length, secs,
-              secs > 0 ? (double)S.report->length / 1e6 / secs : 0.0);
+              "sink in %.3f seconds (%.1f MB/s), nothing written; CPU %.3f seconds (this "
+              "thread %.3f)", (unsigned long long)S.report->length, secs,
+              secs > 0 ? (double)S.report->length / 1e6 / secs : 0.0,
+              cpuSeconds(RUSAGE_SELF), cpuSeconds(RUSAGE_THREAD));
     return C_OK;
 }
 
@@ -626,9 +642,10 @@ static int writeSnapshot(int kind, rdbSaveInfo *rsi) {
     S.report->device_bytes = atomic_load(&S.be.bytes_written[kind]) - before;
     S.report->seconds = secs;
     serverLog(LL_NOTICE, "SlimIO: %s snapshot of %llu bytes written to slot %d in %.3f seconds "
-              "(%.1f MB/s), %.3f seconds waiting for the ring", kindName(kind),
-              (unsigned long long)length, slot, secs,
-              secs > 0 ? (double)length / 1e6 / secs : 0.0, (double)w.wait_us / 1e6);
+              "(%.1f MB/s), %.3f seconds waiting for the ring; CPU %.3f seconds (this "
+              "thread %.3f)", kindName(kind), (unsigned long long)length, slot, secs,
+              secs > 0 ? (double)length / 1e6 / secs : 0.0, (double)w.wait_us / 1e6,
+              cpuSeconds(RUSAGE_SELF), cpuSeconds(RUSAGE_THREAD));
     return C_OK;
 }
 
@@ -943,9 +960,11 @@ void slimioStampReply(client *c) {
 /* Move the durable epoch up to what the WAL has made durable. */
 static void advanceEpochs(void) {
     if (!G.qn) return;
-    uint64_t d = slimioWalDurableTotal(&S.wal);
+    uint64_t at_us;
+    uint64_t d = slimioWalDurableTotalAt(&S.wal, &at_us);
     while (G.qn && G.q[G.qh].total <= d) {
         G.durable = G.q[G.qh].epoch;
+        G.ready_us = G.q[G.qh].closed_us > at_us ? G.q[G.qh].closed_us : at_us;
         G.qh = (G.qh + 1) % SLIMIO_EPOCH_QUEUE;
         G.qn--;
     }
@@ -971,15 +990,19 @@ void slimioBeforeSleep(void) {
     unsigned long long e = G.open++;
     uint64_t total = slimioWalAppendedTotal(&S.wal);
     unsigned last = (G.qh + G.qn + SLIMIO_EPOCH_QUEUE - 1) % SLIMIO_EPOCH_QUEUE;
+    uint64_t now = slimioNowUs();
     if (G.qn && G.q[last].total == total) {
         G.q[last].epoch = e;            /* nothing new appended: the same level */
+        G.q[last].closed_us = now;
     } else if (G.qn == SLIMIO_EPOCH_QUEUE) {
         G.q[last].epoch = e;            /* full: the newest entry covers e too (later) */
         G.q[last].total = total;
+        G.q[last].closed_us = now;
     } else {
         unsigned i = (G.qh + G.qn++) % SLIMIO_EPOCH_QUEUE;
         G.q[i].epoch = e;
         G.q[i].total = total;
+        G.q[i].closed_us = now;
     }
     slimioReleaseHeld();
 }
@@ -1002,6 +1025,7 @@ int slimioHoldReply(client *c) {
 void slimioReleaseHeld(void) {
     if (!G.held || !listLength(G.held)) return;
     advanceEpochs();
+    uint64_t now = slimioNowUs();
     listIter li;
     listNode *ln;
     listRewind(G.held, &li);
@@ -1012,6 +1036,7 @@ void slimioReleaseHeld(void) {
         c->slimio_held = NULL;
         putClientInPendingWriteQueue(c);
         G.releases++;
+        G.release_lag_us += now > G.ready_us ? now - G.ready_us : 0;
     }
     if (listLength(G.held)) groupCommitCheckError();
     else slimioWalWantNotify(&S.wal, 0);
@@ -1099,7 +1124,8 @@ sds slimioGenInfoString(sds info) {
             "slimio_wal_lag_waits:%llu\r\nslimio_wal_lag_wait_us:%llu\r\n"
             "slimio_wal_reserve_lbas:%llu\r\nslimio_wal_early_rewrites:%llu\r\n"
             "slimio_wal_refusing_writes:%d\r\nslimio_wal_full_refusals:%llu\r\n"
-            "slimio_wal_min_batch_bytes:%llu\r\n",
+            "slimio_wal_min_batch_bytes:%llu\r\n"
+            "slimio_wal_batch_queue_us:%llu\r\nslimio_wal_batch_device_us:%llu\r\n",
             (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
             (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
             (unsigned long long)slimioWalUsedBlocks(w),
@@ -1112,7 +1138,9 @@ sds slimioGenInfoString(sds info) {
             (unsigned long long)w->stat_stage_waits, w->error,
             (unsigned long long)w->stat_lag_waits, (unsigned long long)w->stat_lag_wait_us,
             (unsigned long long)w->reserve_blocks, (unsigned long long)S.early_rewrites,
-            S.refusing, (unsigned long long)S.refusals, (unsigned long long)w->min_batch);
+            S.refusing, (unsigned long long)S.refusals, (unsigned long long)w->min_batch,
+            (unsigned long long)w->stat_batch_queue_us,
+            (unsigned long long)w->stat_batch_device_us);
         pthread_mutex_unlock(&w->lock);
         slimioRingStats *rs = &w->ring.stats;
         info = sdscatprintf(info,
@@ -1139,7 +1167,7 @@ sds slimioGenInfoString(sds info) {
     info = sdscatprintf(info,
         "slimio_group_commit:%d\r\nslimio_group_commit_active:%d\r\n"
         "slimio_held_clients:%lu\r\nslimio_reply_holds:%llu\r\nslimio_reply_releases:%llu\r\n"
-        "slimio_group_commit_wakeups:%llu\r\n"
+        "slimio_group_commit_wakeups:%llu\r\nslimio_reply_release_lag_us:%llu\r\n"
         "slimio_sqpoll:%d\r\nslimio_snapshots_wal_snapshot:%llu\r\nslimio_snapshots_on_demand:%llu\r\n"
         "slimio_promotions:%llu\r\nslimio_last_snapshot_kind:%s\r\nslimio_last_snapshot_bytes:%llu\r\n"
         "slimio_last_snapshot_time_s:%.3f\r\nslimio_last_snapshot_mbps:%.1f\r\n"
@@ -1149,6 +1177,7 @@ sds slimioGenInfoString(sds info) {
         slimio_cfg.group_commit, groupCommitActive(),
         G.held ? (unsigned long)listLength(G.held) : 0UL, (unsigned long long)G.holds,
         (unsigned long long)G.releases, (unsigned long long)G.wakeups,
+        (unsigned long long)G.release_lag_us,
         slimio_cfg.sqpoll, (unsigned long long)S.snapshots[SLIMIO_KIND_WAL_SNAPSHOT],
         (unsigned long long)S.snapshots[SLIMIO_KIND_ON_DEMAND], (unsigned long long)S.promotions,
         S.promotions ? kindName(S.last_snapshot_kind) : "none",

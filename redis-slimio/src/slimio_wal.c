@@ -53,12 +53,14 @@ static void batchPartDone(slimioReq *req, int res) {
     if (res && !w->error) w->error = res;
     if (--w->batch_left == 0) {
         w->write_inflight = 0;
+        w->stat_batch_device_us += slimioNowUs() - w->batch_submit_us;
         if (!w->error) {
             w->written = w->batch_end;
             slimioFailpoint(SLIMIO_FP_WAL_AFTER_WRITE);
             /* A FUA batch makes everything durable only if all before it already was. */
             if (w->batch_fua && w->durable >= w->batch_base && w->written > w->durable) {
                 w->durable = w->written;
+                w->durable_us = slimioNowUs();  /* after any failpoint delay above */
                 slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
             }
             if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
@@ -76,7 +78,10 @@ static void flushDone(slimioReq *req, int res) {
     w->flush_inflight = 0;
     if (res && !w->error) w->error = res;
     if (!res) {
-        if (w->flush_target > w->durable) w->durable = w->flush_target;
+        if (w->flush_target > w->durable) {
+            w->durable = w->flush_target;
+            w->durable_us = slimioNowUs();
+        }
         slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
         if (w->flush_wanted && !w->write_inflight && w->written > w->durable) submitFlush(w);
     }
@@ -140,6 +145,8 @@ static void submitBatch(slimioWal *w) {
     w->batch_left = nparts;
     w->write_inflight = 1;
     w->stat_batches++;
+    w->batch_submit_us = slimioNowUs();
+    w->stat_batch_queue_us += w->batch_submit_us - w->pending_since_us;
     for (int i = 0; i < nparts; i++) {
         int rc = slimioRingWrite(&w->ring, part[i].lba, part[i].nlb, part[i].buf,
                                  SLIMIO_KIND_WAL, w->batch_fua, &w->parts[i].req);
@@ -387,8 +394,13 @@ uint64_t slimioWalAppendedTotal(slimioWal *w) {
 }
 
 uint64_t slimioWalDurableTotal(slimioWal *w) {
+    return slimioWalDurableTotalAt(w, NULL);
+}
+
+uint64_t slimioWalDurableTotalAt(slimioWal *w, uint64_t *at_us) {
     pthread_mutex_lock(&w->lock);
     uint64_t v = w->base_total + w->durable;
+    if (at_us) *at_us = w->durable_us;
     pthread_mutex_unlock(&w->lock);
     return v;
 }

@@ -99,6 +99,12 @@ struct slimioWal {
     uint64_t stat_lag_waits, stat_lag_wait_us;
     uint64_t stat_appends, stat_bytes, stat_batches, stat_flushes, stat_syncs;
     uint64_t stat_sync_wait_us, stat_full, stat_stage_waits, stat_gens;
+    /* The batches' timeline: microseconds their data waited between its first append and
+     * the batch's submission (behind the batch in flight, or for more data), and from
+     * submission to the last part's completion (the device, as the WAL sees it). */
+    uint64_t stat_batch_queue_us, stat_batch_device_us;
+    uint64_t batch_submit_us;   /* when the batch in flight was submitted */
+    uint64_t durable_us;        /* when the durable level last advanced */
 };
 
 /* Set up the WAL on be (ring of ring_entries, staging of stage_bytes), writing after the
@@ -133,6 +139,8 @@ int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undu
  * levels for callers that wait for durability without blocking (group commit). */
 uint64_t slimioWalAppendedTotal(slimioWal *w);
 uint64_t slimioWalDurableTotal(slimioWal *w);
+/* The same, and (at_us, not NULL) when that level was reached (slimioNowUs; 0: never). */
+uint64_t slimioWalDurableTotalAt(slimioWal *w, uint64_t *at_us);
 /* The sticky negative errno of a failed write or flush, or 0. */
 int slimioWalError(slimioWal *w);
 

@@ -171,6 +171,9 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
                 extra["snapshot_s"] = snap.get("child_duration_s", snap["duration_s"])
                 if "slimio_wait_s" in snap:
                     extra["snapshot_wait_s"] = snap["slimio_wait_s"]
+                if "slimio_cpu_s" in snap:
+                    extra["snapshot_cpu_s"] = snap["slimio_cpu_s"]
+                    extra["snapshot_thread_cpu_s"] = snap["slimio_thread_cpu_s"]
                 extra["snapshot_bytes"] = (
                     int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
                     if plan.is_slimio else (data_dir / "dump.rdb").stat().st_size)
@@ -201,7 +204,26 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
             "slimio_wal_bytes": slim.get("slimio_wal_bytes"),
             "slimio_wal_full_refusals": slim.get("slimio_wal_full_refusals"),
             "start_unix_s": t["start_unix_s"], "end_unix_s": t["end_unix_s"],
-            **extra, "argv": cmd}
+            **wal_timeline(slim), **extra, "argv": cmd}
+
+
+def wal_timeline(info: dict) -> dict:
+    """Where a SlimIO run's WAL batches spent their time (warm-up included), from INFO
+    slimio where the build has the counters: ms per batch its data waited between its first
+    append and the batch's submission (``wal_batch_queue_ms``: behind the batch in flight,
+    or gathering), ms per batch from submission to the last part's completion
+    (``wal_batch_device_ms``), and, under Always-Log's group commit, ms per held reply from
+    its batch becoming durable (and its event-loop epoch closed) to the event loop sending
+    it on (``reply_release_lag_ms``)."""
+    out = {}
+    batches = int(info.get("slimio_wal_batches") or 0)
+    if batches and "slimio_wal_batch_device_us" in info:
+        out["wal_batch_queue_ms"] = int(info["slimio_wal_batch_queue_us"]) / batches / 1000
+        out["wal_batch_device_ms"] = int(info["slimio_wal_batch_device_us"]) / batches / 1000
+    released = int(info.get("slimio_reply_releases") or 0)
+    if released and "slimio_reply_release_lag_us" in info:
+        out["reply_release_lag_ms"] = int(info["slimio_reply_release_lag_us"]) / released / 1000
+    return out
 
 
 # perf's software clock (no PMU under TCG, nor in every VM), about 1 kHz per CPU, every
@@ -255,8 +277,11 @@ def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
     if not bound:
         raise BenchError(f"{log} has no BGSAVE into SlimIO's discard sink")
     b = bound[-1]
-    return {"snapshot_bound_s": b.get("child_duration_s", b["duration_s"]),
-            "snapshot_bound_bytes": b["bytes"]}
+    out = {"snapshot_bound_s": b.get("child_duration_s", b["duration_s"]),
+           "snapshot_bound_bytes": b["bytes"]}
+    if "slimio_cpu_s" in b:
+        out["snapshot_bound_cpu_s"] = b["slimio_cpu_s"]
+    return out
 
 
 # fio's queue depth for the device rates: more than SlimIO keeps in flight (3 read-ahead

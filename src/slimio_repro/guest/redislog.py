@@ -22,11 +22,14 @@ EVENTS = [
 # SlimIO's BGSAVE into the discard sink (slimio-snapshot-sink discard): the no-I/O bound.
 DISCARD_RE = re.compile(r"SlimIO: On-Demand snapshot of (?P<bytes>\d+) bytes serialised into the "
                         r"discard sink in (?P<secs>[\d.]+) seconds")
+# Both SlimIO child lines end, in builds since issue 18's seventh stop, with the child's
+# CPU seconds: every thread's, then the serialising thread's.
+SLIMIO_CPU_RE = re.compile(r"; CPU (?P<cpu>[\d.]+) seconds \(this thread (?P<thread>[\d.]+)\)$")
 # The fork child's line after SlimIO wrote a snapshot into its slot, as builds since issue
 # 18 end it: the seconds it blocked on the ring (for a buffer written and checksummed, then
 # for the flush).
 SLIMIO_WAIT_RE = re.compile(r"SlimIO: \S+ snapshot of \d+ bytes written to slot \d+ in .*, "
-                            r"(?P<wait>[\d.]+) seconds waiting for the ring$")
+                            r"(?P<wait>[\d.]+) seconds waiting for the ring(;|$)")
 LOAD_RE = re.compile(r"DB loaded from (?P<what>append only file|disk|base file \S+|incr file \S+)"
                      r": (?P<secs>[\d.]+) seconds")
 
@@ -55,9 +58,11 @@ def snapshots(text: str) -> list[dict]:
     Redis's default hz 10), so ``duration_s`` carries up to 100 ms of that wait.
 
     ``slimio_wait_s``: the seconds a SlimIO child blocked on its ring (the rest of its time
-    it serialised and copied into its buffers), where its build logs them."""
+    it serialised and copied into its buffers), where its build logs them; ``slimio_cpu_s`` and ``slimio_thread_cpu_s``, its CPU seconds
+    (all its threads: the serialising one, the checksum helper, the ring's completions; and
+    the serialising thread alone), where its build logs them."""
     out, open_by_kind, discarded, child_pid, child_last = [], {}, None, None, None
-    waited = None
+    waited = cpu = None
     for m in lines(text):
         dm = DISCARD_RE.search(m["msg"])
         if dm:
@@ -67,6 +72,9 @@ def snapshots(text: str) -> list[dict]:
             wm = SLIMIO_WAIT_RE.search(m["msg"])
             if wm:
                 waited = float(wm["wait"])
+            cm = SLIMIO_CPU_RE.search(m["msg"])
+            if cm:
+                cpu = (float(cm["cpu"]), float(cm["thread"]))
         if m["role"] != "M":
             continue
         for prefix, kind, edge in EVENTS:
@@ -75,7 +83,8 @@ def snapshots(text: str) -> list[dict]:
                 if edge == "start":
                     open_by_kind[kind] = t
                     pm = re.search(r"by pid (\d+)", m["msg"])
-                    child_pid, child_last, waited = (pm.group(1) if pm else None), None, None
+                    child_pid, child_last = (pm.group(1) if pm else None), None
+                    waited = cpu = None
                 elif kind in open_by_kind:
                     start = open_by_kind.pop(kind)
                     event = {"kind": kind, "start_unix_s": start, "end_unix_s": t,
@@ -84,6 +93,8 @@ def snapshots(text: str) -> list[dict]:
                         event["child_duration_s"] = round(child_last - start, 3)
                     if waited is not None:
                         event["slimio_wait_s"] = waited
+                    if cpu is not None:
+                        event["slimio_cpu_s"], event["slimio_thread_cpu_s"] = cpu
                     if kind == "on_demand_snapshot" and discarded is not None:
                         event.update(kind="snapshot_bound", bytes=discarded)
                         discarded = None
