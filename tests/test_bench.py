@@ -272,6 +272,7 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
             r["snapshot_s"] * cpus + 0.01, r
         assert 0 < r["snapshot_bound_cpu_s"] <= r["snapshot_bound_s"] * cpus + 0.01, r
     assert "| always | slimio CPU / no-I/O bound's CPU | 2 |" in md
+    assert "| always | slimio serialising thread's CPU / no-I/O bound's CPU | 2 |" in md
     # The WAL's batches: queued and device time per batch in every slimio run, and under
     # Always-Log's group commit each held reply's wait for the loop; a batch's device
     # time is below the run's wall time per batch.

@@ -58,9 +58,10 @@ def snapshots(text: str) -> list[dict]:
     Redis's default hz 10), so ``duration_s`` carries up to 100 ms of that wait.
 
     ``slimio_wait_s``: the seconds a SlimIO child blocked on its ring (the rest of its time
-    it serialised and copied into its buffers), where its build logs them; ``slimio_cpu_s`` and ``slimio_thread_cpu_s``, its CPU seconds
-    (all its threads: the serialising one, the checksum helper, the ring's completions; and
-    the serialising thread alone), where its build logs them."""
+    it serialised and copied into its buffers), where its build logs them.
+    ``slimio_cpu_s`` and ``slimio_thread_cpu_s``: its CPU seconds, all its threads' (the
+    serialising one, the ring's completion thread, which checksums, and io_uring's workers)
+    and the serialising thread's, where its build logs them."""
     out, open_by_kind, discarded, child_pid, child_last = [], {}, None, None, None
     waited = cpu = None
     for m in lines(text):

@@ -60,6 +60,11 @@ RATIOS = (
     # SlimIO's snapshot path adds, apart from waiting (for the device, or for a CPU).
     + [("snapshot time", f"{a} CPU / no-I/O bound's CPU", (a, "snapshot_cpu_s"),
         ("slimio", "snapshot_bound_cpu_s")) for a in ("slimio", "slimio-nofdp")]
+    # ... and the serialising thread's alone: what SlimIO's path adds to the work that the
+    # bound's single thread does (its other threads run beside it, on another CPU).
+    + [("snapshot time", f"{a} serialising thread's CPU / no-I/O bound's CPU",
+        (a, "snapshot_thread_cpu_s"), ("slimio", "snapshot_bound_cpu_s"))
+       for a in ("slimio", "slimio-nofdp")]
     + [("recovery time", f"{a} / {b}", (a, "recovery_s"), (b, "recovery_s"))
        for a, b in (("slimio", "baseline"), ("slimio-nofdp", "baseline"))]
     + [("recovery time", f"{a} / its bound", (a, "recovery_s"), (a, "recovery_floor_s"))
@@ -76,6 +81,7 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("snapshot_floor_s", "snapshot bound s", "{:.3f}"),
                 ("snapshot_wait_s", "snapshot's wait for the ring s", "{:.3f}"),
                 ("snapshot_cpu_s", "snapshot CPU s", "{:.3f}"),
+                ("snapshot_thread_cpu_s", "its serialising thread's CPU s", "{:.3f}"),
                 ("snapshot_bound_cpu_s", "into nothing CPU s", "{:.3f}"),
                 ("recovery_s", "recovery s", "{:.3f}"),
                 ("recovery_bound_s", "log from memory s", "{:.3f}"),
@@ -217,10 +223,11 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "by stock Redis. Every load is checked against the dataset's DEBUG DIGEST."]
     if any("snapshot_cpu_s" in r for r in runs):
         lines += ["", "Snapshot CPU: the CPU seconds a SlimIO snapshot child reports at its end "
-                  "(getrusage, all its threads: serialising, checksumming, completing); the "
-                  "BGSAVE into nothing's likewise. Its ratio is the work SlimIO's snapshot "
-                  "path adds; the rest of the time ratio is waiting (for the device, or for a "
-                  "CPU the host's other work holds)."]
+                  "(getrusage: all its threads, serialising, completing and checksumming, "
+                  "io_uring's workers; and the serialising thread alone); the BGSAVE into "
+                  "nothing's likewise (one thread). The serialising thread's over the bound's "
+                  "is the work SlimIO's path adds in line; the rest of the time ratio is "
+                  "waiting (for the device, or for a CPU the host's other work holds)."]
     if any("wal_batch_device_ms" in r for r in runs):
         lines += ["", "WAL batches (INFO slimio, warm-up included): queued, the ms per batch "
                   "its data waited from its first append to the batch's submission (behind "
