@@ -37,34 +37,107 @@ static void notifyLocked(slimioWal *w) {
 static void markAppend(slimioWal *w, uint64_t now);
 static void submitBatch(slimioWal *w);
 
-/* Lock held, no batch in flight: whether what is appended but not written goes now
- * (slimio_wal.h: SLIMIO_WAL_MIN_BATCH). */
+/* Lock held: whether what is appended but not submitted goes now (slimio_wal.h:
+ * SLIMIO_WAL_MIN_BATCH). */
 static int batchDue(slimioWal *w) {
-    uint64_t pending = w->appended - w->written;
+    uint64_t pending = w->appended - w->submitted;
     if (!pending) return 0;
     if (w->fua || w->flush_wanted || pending >= w->min_batch) return 1;
     return slimioNowUs() - w->pending_since_us >= SLIMIO_WAL_MAX_DELAY_US;
 }
 
+/* Lock held: whether a batch may be submitted now. With none in flight, always; beside
+ * one, only under Always-Log, when the batch in flight is durable too and ended on a block
+ * boundary (so the new one shares no block with it), and while a slot is free. */
+static int maySubmit(slimioWal *w) {
+    if (w->bn == 0) return 1;
+    if (w->bn >= SLIMIO_WAL_INFLIGHT || !w->fua) return 0;
+    const slimioWalBatch *last = &w->batches[(w->bhead + w->bn - 1) % SLIMIO_WAL_INFLIGHT];
+    return last->fua && w->submitted == last->end && w->submitted % w->payload == 0;
+}
+
+/* Copy n bytes to logical offset off of the staging buffer (room already checked). */
+static void stagePut(slimioWal *w, uint64_t off, const unsigned char *p, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+        uint64_t b = (off + done) / w->payload;
+        uint32_t o = (uint32_t)((off + done) % w->payload);
+        size_t c = w->payload - o;
+        if (c > n - done) c = n - done;
+        memcpy(stageBlock(w, b) + SLIMIO_WAL_HDR_SIZE + o, p + done, c);
+        done += c;
+    }
+}
+
+/* Lock held, Always-Log, `appended` at a command boundary (no append waits for room):
+ * fill the partial tail block with AOF annotation lines, so the batch ends on a block
+ * boundary (slimio_wal.h). A tail one byte short of full takes the next block too (no
+ * line is shorter than "#\n"). Nothing is padded when the pad does not fit the region or
+ * the staging buffer: that batch then keeps its partial tail, and the next waits for it. */
+static void padToBlock(slimioWal *w) {
+    uint32_t r = (uint32_t)(w->appended % w->payload);
+    if (!r || w->mid_append) return;
+    uint64_t need = w->payload - r;
+    if (need == 1) need += w->payload;
+    uint64_t limit = w->meta->wal_lbas - 1 - (w->use_reserve ? 0 : w->reserve_blocks);
+    if (w->gen_offset + blocksOf(w, w->appended + need) > limit) return;
+    if (blocksOf(w, w->appended + need) - w->written / w->payload > w->stage_blocks) return;
+    unsigned char line[SLIMIO_WAL_PAD_LINE];
+    memset(line, ' ', sizeof(line));
+    line[0] = '#';
+    uint64_t left = need;
+    while (left) {
+        size_t len = left;
+        if (len > SLIMIO_WAL_PAD_LINE) {
+            len = SLIMIO_WAL_PAD_LINE;
+            if (left - len < 2) len = (size_t)left - 2;
+        }
+        line[len - 1] = '\n';
+        stagePut(w, w->appended, line, len);
+        line[len - 1] = ' ';
+        w->appended += len;
+        left -= len;
+    }
+    w->stat_pad_bytes += need;
+}
+
+/* Lock held: retire the batches at the head of the queue that are done, in submission
+ * order: the written level (and, for a durable batch after durable ones, the durable
+ * level) moves to each one's end. */
+static void retireBatches(slimioWal *w) {
+    while (w->bn) {
+        slimioWalBatch *b = &w->batches[w->bhead];
+        if (b->left) break;
+        w->bhead = (w->bhead + 1) % SLIMIO_WAL_INFLIGHT;
+        w->bn--;
+        if (b->failed || w->error) continue;
+        w->written = b->end;
+        slimioFailpoint(SLIMIO_FP_WAL_AFTER_WRITE);
+        /* A FUA batch makes everything durable only if all before it already was. */
+        if (b->fua && w->durable >= b->base && w->written > w->durable) {
+            w->durable = w->written;
+            w->durable_us = slimioNowUs();  /* after any failpoint delay above */
+            slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
+        }
+    }
+}
+
 /* Completion of one part of a write batch (completion thread). */
 static void batchPartDone(slimioReq *req, int res) {
-    slimioWal *w = ((slimioWalPart *)req->ctx)->wal;
+    slimioWalPart *part = req->ctx;
+    slimioWal *w = part->wal;
+    slimioWalBatch *b = part->batch;
     pthread_mutex_lock(&w->lock);
-    if (res && !w->error) w->error = res;
-    if (--w->batch_left == 0) {
-        w->write_inflight = 0;
-        w->stat_batch_device_us += slimioNowUs() - w->batch_submit_us;
+    if (res) {
+        b->failed = 1;
+        if (!w->error) w->error = res;
+    }
+    if (--b->left == 0) {
+        w->stat_batch_device_us += slimioNowUs() - b->submit_us;
+        retireBatches(w);
         if (!w->error) {
-            w->written = w->batch_end;
-            slimioFailpoint(SLIMIO_FP_WAL_AFTER_WRITE);
-            /* A FUA batch makes everything durable only if all before it already was. */
-            if (w->batch_fua && w->durable >= w->batch_base && w->written > w->durable) {
-                w->durable = w->written;
-                w->durable_us = slimioNowUs();  /* after any failpoint delay above */
-                slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
-            }
-            if (w->flush_wanted && !w->flush_inflight) submitFlush(w);
-            if (batchDue(w)) submitBatch(w);
+            if (w->flush_wanted && !w->flush_inflight && !w->bn) submitFlush(w);
+            if (maySubmit(w) && batchDue(w)) submitBatch(w);
         }
         notifyLocked(w);
         pthread_cond_broadcast(&w->cond);
@@ -83,7 +156,7 @@ static void flushDone(slimioReq *req, int res) {
             w->durable_us = slimioNowUs();
         }
         slimioFailpoint(SLIMIO_FP_WAL_AFTER_FLUSH);
-        if (w->flush_wanted && !w->write_inflight && w->written > w->durable) submitFlush(w);
+        if (w->flush_wanted && !w->bn && w->written > w->durable) submitFlush(w);
     }
     notifyLocked(w);
     pthread_cond_broadcast(&w->cond);
@@ -103,14 +176,15 @@ static void submitFlush(slimioWal *w) {
     }
 }
 
-/* Lock held, no batch in flight: write everything from the block holding `written` up to
- * `appended`. */
+/* Lock held, maySubmit: write everything from the block holding `submitted` up to
+ * `appended` (under Always-Log padded to a block boundary first). */
 static void submitBatch(slimioWal *w) {
-    uint64_t b0 = w->written / w->payload;
+    if (w->appended <= w->submitted) return;
+    if (w->fua) padToBlock(w);
+    uint64_t b0 = w->submitted / w->payload;
     uint64_t full = w->appended / w->payload;
     uint32_t tail = (uint32_t)(w->appended % w->payload);
     const slimioMeta *m = w->meta;
-    if (w->appended <= w->written) return;
     for (uint64_t b = b0; b < full; b++)
         slimioWalBlockSeal(stageBlock(w, b), w->lba_size, w->gen.gen, w->gen.start_seq + b,
                            m->format_id, w->payload);
@@ -131,6 +205,7 @@ static void submitBatch(slimioWal *w) {
         b += n;
     }
     if (tail) {
+        /* maySubmit: no other batch in flight has a partial tail in the bounce block. */
         memcpy(w->bounce, stageBlock(w, full), w->lba_size);
         slimioWalBlockSeal(w->bounce, w->lba_size, w->gen.gen, w->gen.start_seq + full,
                            m->format_id, tail);
@@ -139,21 +214,26 @@ static void submitBatch(slimioWal *w) {
         part[nparts].buf = w->bounce;
         nparts++;
     }
-    w->batch_end = w->appended;
-    w->batch_fua = w->fua;
-    w->batch_base = w->written;
-    w->batch_left = nparts;
-    w->write_inflight = 1;
+    slimioWalBatch *bt = &w->batches[(w->bhead + w->bn) % SLIMIO_WAL_INFLIGHT];
+    if (w->bn) w->stat_overlapped++;
+    w->bn++;
+    bt->base = w->submitted;
+    bt->end = w->appended;
+    bt->fua = w->fua;
+    bt->left = nparts;
+    bt->failed = 0;
+    bt->submit_us = slimioNowUs();
+    w->submitted = w->appended;
     w->stat_batches++;
-    w->batch_submit_us = slimioNowUs();
-    w->stat_batch_queue_us += w->batch_submit_us - w->pending_since_us;
+    w->stat_batch_queue_us += bt->submit_us - w->pending_since_us;
     for (int i = 0; i < nparts; i++) {
         int rc = slimioRingWrite(&w->ring, part[i].lba, part[i].nlb, part[i].buf,
-                                 SLIMIO_KIND_WAL, w->batch_fua, &w->parts[i].req);
+                                 SLIMIO_KIND_WAL, bt->fua, &bt->parts[i].req);
         if (rc) {
             /* Not queued: account for it as a failed part. */
+            bt->failed = 1;
             if (!w->error) w->error = rc;
-            if (--w->batch_left == 0) w->write_inflight = 0;
+            if (--bt->left == 0) retireBatches(w);
         }
     }
 }
@@ -190,11 +270,14 @@ int slimioWalOpen(slimioWal *w, slimioBackend *be, slimioMeta *meta, unsigned ri
     madvise(w->bounce, w->lba_size, MADV_DONTFORK);
     pthread_mutex_init(&w->lock, NULL);
     pthread_cond_init(&w->cond, NULL);
-    for (int i = 0; i < SLIMIO_WAL_BATCH_PARTS; i++) {
-        w->parts[i].wal = w;
-        w->parts[i].req.ctx = &w->parts[i];
-        w->parts[i].req.done = batchPartDone;
-    }
+    for (int k = 0; k < SLIMIO_WAL_INFLIGHT; k++)
+        for (int i = 0; i < SLIMIO_WAL_BATCH_PARTS; i++) {
+            slimioWalPart *part = &w->batches[k].parts[i];
+            part->wal = w;
+            part->batch = &w->batches[k];
+            part->req.ctx = part;
+            part->req.done = batchPartDone;
+        }
     w->flush_part.wal = w;
     w->flush_part.req.ctx = &w->flush_part;
     w->flush_part.req.done = flushDone;
@@ -227,7 +310,7 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
     w->head_lba = next.gens[0].start_lba;
     w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
     w->base_total += w->appended;   /* all of it durable: a switch drains and flushes */
-    w->appended = w->written = w->durable = w->batch_end = 0;
+    w->appended = w->written = w->durable = w->submitted = 0;
     w->mark_first = w->mark_n = 0;
     w->stat_gens++;
     pthread_mutex_unlock(&w->lock);
@@ -255,8 +338,9 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
     uint64_t now = slimioNowUs();
     markAppend(w, now);
     /* Nothing waited to be submitted: the wait of what follows starts now (batchDue). */
-    if (w->appended == w->batch_end) w->pending_since_us = now;
+    if (w->appended == w->submitted) w->pending_since_us = now;
     size_t left = len;
+    w->mid_append = 1;      /* no pad until the whole append is in (padToBlock) */
     while (left) {
         /* Staging room: live blocks span from the one holding `written` to the end. */
         uint64_t first = w->written / w->payload;
@@ -265,9 +349,10 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
         if (blocksOf(w, w->appended) - first >= w->stage_blocks) room = 0;
         if (room == 0) {
             w->stat_stage_waits++;
-            if (!w->write_inflight) submitBatch(w);
-            while (w->write_inflight && !w->error) pthread_cond_wait(&w->cond, &w->lock);
+            if (maySubmit(w)) submitBatch(w);
+            while (w->bn && !w->error) pthread_cond_wait(&w->cond, &w->lock);
             if (w->error) {
+                w->mid_append = 0;
                 pthread_mutex_unlock(&w->lock);
                 errno = EIO;
                 return -1;
@@ -275,20 +360,13 @@ ssize_t slimioWalAppend(slimioWal *w, const void *buf, size_t len) {
             continue;
         }
         size_t n = left < room ? left : room;
-        size_t done = 0;
-        while (done < n) {
-            uint64_t b = (w->appended + done) / w->payload;
-            uint32_t off = (uint32_t)((w->appended + done) % w->payload);
-            size_t c = w->payload - off;
-            if (c > n - done) c = n - done;
-            memcpy(stageBlock(w, b) + SLIMIO_WAL_HDR_SIZE + off, p + done, c);
-            done += c;
-        }
+        stagePut(w, w->appended, p, n);
         w->appended += n;
         p += n;
         left -= n;
-        if (!w->write_inflight && batchDue(w)) submitBatch(w);
     }
+    w->mid_append = 0;
+    if (maySubmit(w) && batchDue(w)) submitBatch(w);
     w->stat_appends++;
     w->stat_bytes += len;
     pthread_mutex_unlock(&w->lock);
@@ -332,9 +410,8 @@ static uint64_t lagUs(slimioWal *w, uint64_t level, uint64_t now, int drop) {
 static int syncLocked(slimioWal *w) {
     uint64_t target = w->appended;
     while (!w->error && w->durable < target) {
-        if (w->written < target && !w->write_inflight) submitBatch(w);
-        if (w->written >= target && w->durable < target && !w->flush_inflight &&
-            !w->write_inflight)
+        if (w->submitted < target && maySubmit(w)) submitBatch(w);
+        if (w->written >= target && w->durable < target && !w->flush_inflight && !w->bn)
             submitFlush(w);
         if (w->error) break;
         pthread_cond_wait(&w->cond, &w->lock);
@@ -370,7 +447,7 @@ int slimioWalBoundLag(slimioWal *w, uint64_t max_unwritten_us, uint64_t max_undu
 
 void slimioWalKick(slimioWal *w) {
     pthread_mutex_lock(&w->lock);
-    if (!w->error && !w->write_inflight && batchDue(w)) submitBatch(w);
+    if (!w->error && maySubmit(w) && batchDue(w)) submitBatch(w);
     pthread_mutex_unlock(&w->lock);
 }
 
@@ -378,8 +455,8 @@ void slimioWalFlushAsync(slimioWal *w) {
     pthread_mutex_lock(&w->lock);
     if (!w->error && w->durable < w->appended) {
         w->flush_wanted = 1;
-        if (!w->write_inflight && !w->flush_inflight) {
-            if (w->written < w->appended) submitBatch(w);   /* the flush follows it */
+        if (!w->bn && !w->flush_inflight) {
+            if (w->submitted < w->appended) submitBatch(w); /* the flush follows it */
             else submitFlush(w);
         }
     }

@@ -2,11 +2,18 @@
  *
  * Appends are copied into a staging buffer (mmap'ed with MADV_DONTFORK, so a fork child
  * never shares or copies it) as LBA blocks with SlimIO's framing, and written through the
- * WAL's own ring. One batch of writes is in flight at a time; data appended meanwhile joins
- * the next batch, which the completion thread submits as soon as the previous one is done
- * (group commit). Full blocks are sealed once and never change; the partial tail block is
- * sealed into a separate bounce block for each batch, so a block is never modified while
- * it is being written, and the tail is rewritten in place as it grows.
+ * WAL's own ring. Data appended while a batch is in flight joins the next batch, which
+ * goes as soon as it may (group commit). Full blocks are sealed once and never change; a
+ * partial tail block is sealed into a separate bounce block for each batch, so a block is
+ * never modified while it is being written, and the tail is rewritten in place as it grows.
+ *
+ * Always-Log keeps up to SLIMIO_WAL_INFLIGHT batches in flight: its batch ends on a block
+ * boundary, its partial tail filled with an AOF annotation ("#" ... "\n", lines Redis's
+ * AOF loader skips), so the next batch starts in a block of its own and two writes in
+ * flight never share an LBA. The format does not change: the pad is part of the log.
+ * The written and durable levels advance in submission order: a batch that completes
+ * before the one ahead of it waits for it, since recovery stops at the first block that
+ * is not there. Periodical-Log keeps one batch in flight and no pad.
  *
  *   slimioWalSync        Always-Log: returns once everything appended is written and
  *                        flushed, so replies can go out after it.
@@ -29,6 +36,10 @@
 #include "slimio_ring.h"
 
 #define SLIMIO_WAL_BATCH_PARTS 4
+#define SLIMIO_WAL_INFLIGHT 2
+/* The pad's lines are at most this long: Redis's AOF loader reads a line into 1024 bytes
+ * (AOF_ANNOTATION_LINE_MAX_LEN), and the rest of a longer one would not start with '#'. */
+#define SLIMIO_WAL_PAD_LINE 1000
 /* One part in SLIMIO_WAL_RESERVE_DIV of the region is kept free by ordinary appends: it
  * takes the commands Redis accepted but could not write when the region filled, which must
  * reach the current generation before a rewrite begins the next one (the rewrite's
@@ -47,11 +58,23 @@
 #define SLIMIO_WAL_MARK_US 50000
 
 typedef struct slimioWal slimioWal;
+typedef struct slimioWalBatch slimioWalBatch;
 
 typedef struct slimioWalPart {
     slimioReq req;
     slimioWal *wal;
+    slimioWalBatch *batch;
 } slimioWalPart;
+
+/* A batch in flight. */
+struct slimioWalBatch {
+    uint64_t base, end;         /* logical bytes [base, end) of the generation */
+    int fua;                    /* written durable (FUA/RWF_DSYNC) */
+    int left;                   /* parts not yet completed */
+    int failed;                 /* a part failed */
+    uint64_t submit_us;
+    slimioWalPart parts[SLIMIO_WAL_BATCH_PARTS];
+};
 
 struct slimioWal {
     slimioBackend *be;
@@ -70,19 +93,22 @@ struct slimioWal {
     pthread_mutex_t lock;
     pthread_cond_t cond;
     uint64_t appended, written, durable;    /* logical bytes of the current generation */
-    uint64_t batch_end, flush_target;
-    int batch_left, write_inflight, flush_inflight, flush_wanted;
+    uint64_t submitted;         /* the end of the last batch submitted (>= written) */
+    uint64_t flush_target;
+    int flush_inflight, flush_wanted;
     int fua;                    /* Always-Log: batches are written durable (FUA/RWF_DSYNC),
                                    so no separate flush is needed */
-    int batch_fua;              /* the batch in flight was */
-    uint64_t batch_base;        /* `written` when it was submitted */
+    int mid_append;             /* an append waits for staging room: `appended` may end
+                                   inside a command, so no pad may follow it now */
+    /* Batches in flight, oldest first: batches[(bhead + i) % SLIMIO_WAL_INFLIGHT]. */
+    slimioWalBatch batches[SLIMIO_WAL_INFLIGHT];
+    unsigned bhead, bn;
     int error;                  /* sticky negative errno of a failed write or flush */
     uint64_t min_batch;         /* SLIMIO_WAL_MIN_BATCH, capped by the staging buffer */
     uint64_t pending_since_us;  /* when the first byte not yet submitted was appended */
     uint64_t base_total;        /* bytes appended to earlier generations (totals below) */
     int notify_fd;              /* eventfd written when durability advances (-1: none) */
     _Atomic int notify_wanted;  /* ... and only while someone waits for it */
-    slimioWalPart parts[SLIMIO_WAL_BATCH_PARTS];
     slimioWalPart flush_part;
 
     void (*on_full)(void *ctx);     /* called (main thread) when an append does not fit */
@@ -103,7 +129,8 @@ struct slimioWal {
      * the batch's submission (behind the batch in flight, or for more data), and from
      * submission to the last part's completion (the device, as the WAL sees it). */
     uint64_t stat_batch_queue_us, stat_batch_device_us;
-    uint64_t batch_submit_us;   /* when the batch in flight was submitted */
+    uint64_t stat_overlapped;   /* batches submitted while another was in flight */
+    uint64_t stat_pad_bytes;    /* annotation bytes that ended Always-Log batches on a block */
     uint64_t durable_us;        /* when the durable level last advanced */
 };
 

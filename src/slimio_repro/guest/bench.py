@@ -323,9 +323,10 @@ DURABLE_WRITES = 200
 
 def durable_write_bound(plan: CellPlan, fio_bin: str, device: Path, scratch: Path,
                         wal_bytes: int, batches: int, sets: int) -> dict:
-    """Always-Log's bound from the device: a client's SET is answered only once the batch
-    holding it is durable, and SlimIO keeps one batch in flight, so its rate is at most the
-    SETs of a mean batch per durable write of that batch. fio writes ``DURABLE_WRITES``
+    """Always-Log's reference from the device: a client's SET is answered only once the
+    batch holding it is durable; with one batch in flight at a time a rate is at most the
+    SETs of a mean batch per durable write of that batch (SlimIO keeps two in flight under
+    Always-Log, so it may pass this serial reference). fio writes ``DURABLE_WRITES``
     blocks of the mean batch's size (its WAL blocks, and the partial tail block each batch
     rewrites) one at a time, durably (FUA through passthru, O_DSYNC on a file); the bound
     is the run's SETs per batch over fio's mean latency. ``wal_bytes``, ``batches`` and

@@ -247,11 +247,12 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "write: fio then writes the run's mean batch (its WAL blocks and the tail "
                   "block each batch rewrites) 200 times, one at a time, durably (FUA "
                   "through passthru, O_DSYNC on a file); one durable write per batch "
-                  "bounds the run at its SETs per batch over fio's mean latency, and "
+                  "holds the run at its SETs per batch over fio's mean latency, and "
                   "nopersist plus one durable write per batch adds that latency, spread "
                   "over the batch's SETs, to the round's nopersist time per SET (a client "
-                  "sends its next SET only after its reply, so a batch's server time and "
-                  "its device time do not overlap)."]
+                  "sends its next SET only after its reply). Both are serial references: "
+                  "with two batches in flight (SlimIO under Always-Log) a run may pass "
+                  "them."]
     if any("host_vcpu_cores" in r for r in runs):
         lines += ["", "Host cores (vm): what the host's CPUs did during each run's measured "
                   "SETs, from the CPU time of QEMU's threads and the host's /proc/stat "
