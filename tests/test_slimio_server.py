@@ -378,7 +378,6 @@ def test_always_replies_wait_for_durability(slim, group_commit):
         assert info["slimio_reply_release_lag_us"] == 0
 
 
-@device
 def test_always_log_batches_end_on_a_block_and_the_log_stays_a_stock_aof(slim, redis_bin,
                                                                           tmp_path):
     """Under Always-Log each batch's partial tail is filled with AOF annotation lines, so
