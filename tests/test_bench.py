@@ -282,6 +282,9 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
         assert ("reply_release_lag_ms" in r) == (r["policy"] == "always"), r
         if r["policy"] == "always":
             assert r["wal_batch_device_ms"] / 1000 < 2 * per_batch_s, r
+            assert 0 < r["wal_pad_share"] < 0.5 and 0 <= r["wal_overlapped_share"] <= 1, r
+        else:
+            assert r["wal_pad_share"] == 0 and r["wal_overlapped_share"] == 0, r
     # --profile: each run's server sampled by perf during its SETs (4,000 SETs: a tenth of
     # a second, a few dozen samples).
     profiles = sorted(p for p in (out / "profiles").glob("run-*.txt")

@@ -214,12 +214,19 @@ def wal_timeline(info: dict) -> dict:
     or gathering), ms per batch from submission to the last part's completion
     (``wal_batch_device_ms``), and, under Always-Log's group commit, ms per held reply from
     its batch becoming durable (and its event-loop epoch closed) to the event loop sending
-    it on (``reply_release_lag_ms``)."""
+    it on (``reply_release_lag_ms``); the share of batches submitted beside another
+    (``wal_overlapped_share``) and of the WAL's bytes that are pad (``wal_pad_share``)."""
     out = {}
     batches = int(info.get("slimio_wal_batches") or 0)
     if batches and "slimio_wal_batch_device_us" in info:
         out["wal_batch_queue_ms"] = int(info["slimio_wal_batch_queue_us"]) / batches / 1000
         out["wal_batch_device_ms"] = int(info["slimio_wal_batch_device_us"]) / batches / 1000
+    if batches and "slimio_wal_batches_overlapped" in info:
+        # Always-Log: the share of batches that went beside another, and of the WAL's
+        # bytes that are pad (slimio_wal.h: a batch ends on a block boundary).
+        out["wal_overlapped_share"] = int(info["slimio_wal_batches_overlapped"]) / batches
+        pad = int(info["slimio_wal_pad_bytes"])
+        out["wal_pad_share"] = pad / ((int(info.get("slimio_wal_bytes") or 0) + pad) or 1)
     released = int(info.get("slimio_reply_releases") or 0)
     if released and "slimio_reply_release_lag_us" in info:
         out["reply_release_lag_ms"] = int(info["slimio_reply_release_lag_us"]) / released / 1000

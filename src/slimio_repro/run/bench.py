@@ -94,6 +94,8 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("wal_batch_queue_ms", "batch queued ms", "{:.3f}"),
                 ("wal_batch_device_ms", "batch device ms", "{:.3f}"),
                 ("reply_release_lag_ms", "reply release ms", "{:.3f}"),
+                ("wal_overlapped_share", "batches beside another", "{:.2f}"),
+                ("wal_pad_share", "WAL pad share", "{:.3f}"),
                 ("host_vcpu_cores", "host cores: vCPUs", "{:.2f}"),
                 ("host_emulation_cores", "host cores: device emulation", "{:.2f}"),
                 ("host_other_cores", "host cores: other", "{:.2f}")]
@@ -234,7 +236,10 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "the batch in flight, or gathering); device, the ms per batch from "
                   "submission to its last part's completion; reply release, under "
                   "Always-Log, the ms per held reply from its batch becoming durable (and its "
-                  "event-loop iteration over) to the event loop sending it on."]
+                  "event-loop iteration over) to the event loop sending it on; batches "
+                  "beside another, the share submitted while another was in flight "
+                  "(Always-Log keeps two); WAL pad share, the share of the WAL's bytes "
+                  "that are the annotation lines ending Always-Log batches on a block."]
     if any("device_read_mb_s" in r for r in runs):
         lines += ["", "Bounds: fio reads, then writes, the slimio run's own device sequentially "
                   "after its recovery (its nvme passthru char device in a VM, its device "
