@@ -284,15 +284,21 @@ def test_exported_snapshot_is_a_stock_rdb(slim, redis_bin, tmp_path):
     assert check.returncode == 0, check.stdout + check.stderr
     assert "RDB looks OK" in check.stdout
     # Stock redis-server (the baseline build) loads it to the same dataset.
+    assert stock_digest(redis_bin, out.parent, "dbfilename dump.rdb\nappendonly no") == expected
+
+
+def stock_digest(redis_bin: Path, data_dir: Path, persistence: str) -> str:
+    """DEBUG DIGEST of what stock redis-server (the baseline build) loads from data_dir,
+    with the given persistence lines of its configuration."""
     port = free_port()
-    conf = out.parent / "stock.conf"
-    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {out.parent}\ndbfilename dump.rdb\n"
-                    f"appendonly no\nsave \"\"\nenable-debug-command local\n"
-                    f"logfile {out.parent / 'stock.log'}\n")
-    stock = RedisServer(redis_bin, conf, port, out.parent / "stock.log")
+    conf = data_dir / "stock.conf"
+    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {data_dir}\n{persistence}\n"
+                    f"save \"\"\nenable-debug-command local\n"
+                    f"logfile {data_dir / 'stock.log'}\n")
+    stock = RedisServer(redis_bin, conf, port, data_dir / "stock.log")
     stock.start(60)
     try:
-        assert digest(stock.client()) == expected
+        return digest(stock.client())
     finally:
         stock.kill()
 
@@ -414,17 +420,7 @@ def test_always_log_batches_end_on_a_block_and_the_log_stays_a_stock_aof(slim, r
     pads = [line for line in log.read_bytes().split(b"\n") if line.startswith(b"#")]
     assert pads and all(len(line) < 1000 and not line.strip(b"# ") for line in pads)
     inmemory.write_manifest(aof, base=False)
-    port = free_port()
-    conf = aof.parent / "stock.conf"
-    conf.write_text(f"port {port}\nbind 127.0.0.1\ndir {aof.parent}\nappendonly yes\n"
-                    f"save \"\"\nenable-debug-command local\n"
-                    f"logfile {aof.parent / 'stock.log'}\n")
-    stock = RedisServer(redis_bin, conf, port, aof.parent / "stock.log")
-    stock.start(60)
-    try:
-        assert digest(stock.client()) == expected
-    finally:
-        stock.kill()
+    assert stock_digest(redis_bin, aof.parent, "appendonly yes") == expected
     s.start()
     assert digest(s.cli) == expected
 

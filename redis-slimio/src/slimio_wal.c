@@ -53,7 +53,7 @@ static int maySubmit(slimioWal *w) {
     if (w->bn == 0) return 1;
     if (w->bn >= SLIMIO_WAL_INFLIGHT || !w->fua) return 0;
     const slimioWalBatch *last = &w->batches[(w->bhead + w->bn - 1) % SLIMIO_WAL_INFLIGHT];
-    return last->fua && w->submitted == last->end && w->submitted % w->payload == 0;
+    return last->fua && last->end % w->payload == 0;
 }
 
 /* Copy n bytes to logical offset off of the staging buffer (room already checked). */
