@@ -100,7 +100,12 @@ BAD = [
     ("slimio={wal_size_mb: 140}", "slimio.wal_size_mb: at 5/8 of a 140 MiB WAL region SlimIO "
      "starts a WAL-Snapshot before redis-benchmark's rewrite trigger"),
     ("slimio={wal_size_mb: 160}\nserver={auto_aof_rewrite_min_size_mb: 100}",
-     "slimio.wal_size_mb: a 160 MiB WAL region refuses writes past 140.0 MiB (its reserve)"),
+     "slimio.wal_size_mb: a 160 MiB WAL region refuses writes past 140.0 MiB of log (its "
+     "reserve)"),
+    # Enough under Periodical-Log; under Always-Log the pad may take a ninth of the region.
+    ("slimio={wal_size_mb: 170}\nserver={auto_aof_rewrite_min_size_mb: 90}",
+     "slimio.wal_size_mb: a 170 MiB WAL region (151 MiB of log at least under always, whose "
+     "pad may take 1/9) refuses writes past 132.2 MiB of log"),
     ("slimio={placement_ids: {wal: 9}}",
      "slimio.placement_ids.wal: 9 is not a placement handle of device profile"),
     ("testbeds={vm: {device_profile: qemu-nofdp-smoke}}",

@@ -56,7 +56,8 @@ def test_slimio_conf_has_every_option_once(rendered, default_config):
     assert [k for k in d if k.startswith("slimio")] == OPTIONS
     assert d["slimio-device"] == "/mnt/slimio.dev"
     assert (d["slimio-backend"], d["slimio-format"]) == ("file", "never")
-    assert int(d["slimio-wal-size"]) == cells.slimio_wal_size_bytes(default_config)
+    assert int(d["slimio-wal-size"]) == cells.slimio_wal_size_bytes(
+        default_config, "redis-benchmark", "periodical")
     assert int(d["slimio-slot-size"]) == layout["slimio_slot_size_bytes"]
     assert d["slimio-lba-size"] == "4096" and d["slimio-sqpoll"] == "no"
     assert d["slimio-group-commit"] == "yes"

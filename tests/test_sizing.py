@@ -124,7 +124,8 @@ def test_aof_bytes_per_set_matches_resp_framing():
 def test_image_holds_wal_rewrite_and_snapshots(default_config):
     need = (2 * cells.aof_rewrite_min_size_bytes(default_config)
             + 3 * cells.expected_dataset_bytes(default_config))
-    assert cells.image_size_bytes(default_config) >= need
+    assert cells.image_size_bytes(default_config, "baseline", "redis-benchmark",
+                                  "always") >= need
 
 
 def profile_config(profile: str, **slimio) -> dict:
@@ -162,13 +163,17 @@ def live_wal_peak(total_wal: int, dataset: int, min_size: int, rewrite_wal: int)
     return peak
 
 
+@pytest.mark.parametrize("policy", ["periodical", "always"])
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
-def test_slimio_wal_region_holds_the_live_generations(profile):
+def test_slimio_wal_region_holds_the_live_generations(profile, policy):
+    """The region's log share (all of it, or 8/9 under Always-Log, whose pad
+    redis-slimio caps at an eighth of the log) holds the live generations."""
     cfg = profile_config(profile)
-    wal = cells.slimio_wal_size_bytes(cfg)
-    total = cells.expected_wal_bytes(cfg)
+    region = cells.slimio_wal_size_bytes(cfg, "redis-benchmark", policy)
+    wal = region * cells.slimio_wal_log_share(policy)
+    total = cells.expected_wal_bytes(cfg, "redis-benchmark")
     d, m = cells.expected_dataset_bytes(cfg), cells.aof_rewrite_min_size_bytes(cfg)
-    assert wal % cells.MIB == 0
+    assert region % cells.MIB == 0
     if cfg["slimio"]["wal_size_mb"] is not None:
         # Set by the profile (paper: the whole WAL does not fit its 180 GiB device): the live
         # generations fit while a rewrite lasts up to a quarter of the run. The paper's
@@ -176,7 +181,7 @@ def test_slimio_wal_region_holds_the_live_generations(profile):
         peaks = [live_wal_peak(total, d, m, int(total * f)) for f in (0.001, 0.1, 0.25)]
         assert max(peaks) <= wal < total
         return
-    assert wal >= total * 1.1 + 64 * cells.MIB
+    assert wal >= total * 1.1 + 64 * cells.MIB * cells.slimio_wal_log_share(policy)
     # Whatever a rewrite lasts (none, a tenth of the run, all of it), the live generations
     # fit, and a slow enough first rewrite does need the whole WAL of the cell.
     peaks = [live_wal_peak(total, d, m, int(total * f)) for f in (0.001, 0.1, 0.5, 1.0)]
@@ -184,13 +189,14 @@ def test_slimio_wal_region_holds_the_live_generations(profile):
     assert peaks[-1] >= total - total // 100_000
 
 
+@pytest.mark.parametrize("policy", ["periodical", "always"])
 @pytest.mark.parametrize("workload", ["redis-benchmark", "ycsb-a"])
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
-def test_slimio_device_is_the_layout_of_wal_and_slots(profile, workload):
+def test_slimio_device_is_the_layout_of_wal_and_slots(profile, workload, policy):
     cfg = profile_config(profile)
-    wal = cells.slimio_wal_size_bytes(cfg, workload)
+    wal = cells.slimio_wal_size_bytes(cfg, workload, policy)
     slot = cells.slimio_slot_size_bytes(cfg, workload)
-    device = cells.slimio_device_bytes(cfg, workload)
+    device = cells.slimio_device_bytes(cfg, workload, policy)
     wal_region = device - cells.MIB - 3 * slot  # slots are whole MiB already
     assert device % cells.MIB == 0 and wal_region % cells.MIB == 0
     # The WAL region's payload (4064 of every 4096 bytes) holds the WAL size; no more than
@@ -202,13 +208,16 @@ def test_slimio_device_is_the_layout_of_wal_and_slots(profile, workload):
 @pytest.mark.parametrize("profile", ["smoke", "ci", "paper"])
 def test_slimio_image_grows_by_the_device(profile):
     cfg = profile_config(profile)
-    assert (cells.image_size_bytes(cfg, "slimio") - cells.image_size_bytes(cfg, "baseline")
-            == cells.slimio_device_bytes(cfg))
+    for policy in ("periodical", "always"):
+        assert (cells.image_size_bytes(cfg, "slimio", "redis-benchmark", policy)
+                - cells.image_size_bytes(cfg, "baseline", "redis-benchmark", policy)
+                == cells.slimio_device_bytes(cfg, "redis-benchmark", policy))
 
 
 def test_explicit_slimio_sizes_are_used():
     cfg = profile_config("smoke", wal_size_mb=100, slot_size_mb=50)
-    assert cells.slimio_wal_size_bytes(cfg) == 100 * cells.MIB
+    for policy in ("periodical", "always"):
+        assert cells.slimio_wal_size_bytes(cfg, "redis-benchmark", policy) == 100 * cells.MIB
     assert cells.slimio_slot_size_bytes(cfg) == 50 * cells.MIB
 
 
@@ -217,7 +226,7 @@ def test_device_size_matches_slimio_admin_layout(slimio_admin, tmp_path, wal_mb,
     """The device size the cell allocates is exactly what slimio-admin's layout needs."""
     import subprocess
     cfg = profile_config("smoke", wal_size_mb=wal_mb, slot_size_mb=slot_mb, lba_size_bytes=lba)
-    size = cells.slimio_device_bytes(cfg)
+    size = cells.slimio_device_bytes(cfg, "redis-benchmark", "always")
     args = ["--wal-mib", str(wal_mb), "--slot-mib", str(slot_mb), "--lba-size", str(lba)]
     for dev_size, ok in ((size, True), (size - lba, False)):
         dev = tmp_path / f"dev-{dev_size}"
@@ -236,4 +245,6 @@ def test_slimio_layout_of_every_workload_fits_the_profiles_device(profile):
     cfg = profile_config(profile)
     capacity = configmod.load_device_profile(cfg["testbeds"]["vm"]["device_profile"]).capacity_gib
     for workload in cfg["matrix"]["workloads"]:
-        assert cells.slimio_device_bytes(cfg, workload) <= capacity << 30, workload
+        for policy in cfg["matrix"]["policies"]:
+            assert cells.slimio_device_bytes(cfg, workload, policy) <= capacity << 30, \
+                (workload, policy)

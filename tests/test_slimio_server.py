@@ -311,7 +311,9 @@ WAL_DELAY_S = 0.3
 
 
 def timed_sets(port: int, n: int) -> tuple[float, list[float]]:
-    """n clients, each sends one SET at the same moment; (elapsed, each reply's latency)."""
+    """n clients, each sends one SET at the same moment; (elapsed, each reply's latency).
+    The values are nearly a block, so even a batch of one SET may end on a block boundary
+    within the pad's cap (SLIMIO_WAL_PAD_PER_LOG_DIV) and a second batch may go beside it."""
     import threading
     barrier = threading.Barrier(n + 1)
     lat: list[float] = []
@@ -321,7 +323,7 @@ def timed_sets(port: int, n: int) -> tuple[float, list[float]]:
         cli.ping()
         barrier.wait()
         t = time.monotonic()
-        assert cli.set(f"gc:{i}", "v" * 100)
+        assert cli.set(f"gc:{i}", "v" * 3900)
         lat.append(time.monotonic() - t)
     threads = [threading.Thread(target=one, args=(i,)) for i in range(n)]
     for t in threads:
@@ -384,6 +386,21 @@ def test_always_replies_wait_for_durability(slim, group_commit):
         assert info["slimio_reply_release_lag_us"] == 0
 
 
+def concurrent_sets(port: int, clients: int, sets: int, kv) -> None:
+    """``clients`` clients at once, each sending ``sets`` SETs of ``kv(client, k)``."""
+    import threading
+
+    def writer(i: int) -> None:
+        cli = redis.Redis(port=port, socket_timeout=30)
+        for k in range(sets):
+            cli.set(*kv(i, k))
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
 def test_always_log_batches_end_on_a_block_and_the_log_stays_a_stock_aof(slim, redis_bin,
                                                                           tmp_path):
     """Under Always-Log each batch's partial tail is filled with AOF annotation lines, so
@@ -391,19 +408,10 @@ def test_always_log_batches_end_on_a_block_and_the_log_stays_a_stock_aof(slim, r
     clients writing at once make batches that end on a block and go two at a time. The
     pad is part of the log: SlimIO recovers the same dataset from it, and the live WAL,
     dumped by slimio-admin with its '#' lines, loads in stock Redis to that dataset."""
-    import threading
     s = slim(policy="always")
     s.start()
-
-    def writer(i: int) -> None:
-        cli = redis.Redis(port=s.port, socket_timeout=30)
-        for k in range(300):
-            cli.set(f"pad:{i}:{k % 97}", "v" * (50 + (i * 131 + k * 17) % 3000))
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    concurrent_sets(s.port, 8, 300,
+                    lambda i, k: (f"pad:{i}:{k % 97}", "v" * (50 + (i * 131 + k * 17) % 3000)))
     info = s.info()
     assert info["slimio_wal_pad_bytes"] > 0 and info["slimio_wal_batches_overlapped"] >= 1, \
         {k: v for k, v in info.items() if k.startswith("slimio_wal_")}
@@ -421,6 +429,26 @@ def test_always_log_batches_end_on_a_block_and_the_log_stays_a_stock_aof(slim, r
     assert pads and all(len(line) < 1000 and not line.strip(b"# ") for line in pads)
     inmemory.write_manifest(aof, base=False)
     assert stock_digest(redis_bin, aof.parent, "appendonly yes") == expected
+    s.start()
+    assert digest(s.cli) == expected
+
+
+def test_always_log_pad_stays_within_an_eighth_of_the_log(slim):
+    """Small commands make small batches, each of which would pad most of a block: the pad
+    of a generation stays at most an eighth of its log bytes (SLIMIO_WAL_PAD_PER_LOG_DIV),
+    so the region sizing rule can count on it; batches past the cap keep their partial
+    tail, and the log still recovers."""
+    s = slim(policy="always")
+    s.start()
+    concurrent_sets(s.port, 8, 400, lambda i, k: (f"small:{i}:{k % 50}", "v" * (1 + k % 20)))
+    info = s.info()
+    wal = {k: v for k, v in info.items() if k.startswith("slimio_wal_")}
+    pad, appended = info["slimio_wal_gen_pad_bytes"], info["slimio_wal_gen_appended_bytes"]
+    assert info["slimio_wal_pad_capped"] >= 1, wal
+    assert 0 < pad and 8 * pad <= appended - pad, wal
+    assert info["slimio_wal_pad_bytes"] == pad, wal     # one generation since the start
+    expected = digest(s.cli)
+    s.server.shutdown()
     s.start()
     assert digest(s.cli) == expected
 

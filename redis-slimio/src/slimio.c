@@ -1126,7 +1126,8 @@ sds slimioGenInfoString(sds info) {
             "slimio_wal_refusing_writes:%d\r\nslimio_wal_full_refusals:%llu\r\n"
             "slimio_wal_min_batch_bytes:%llu\r\n"
             "slimio_wal_batch_queue_us:%llu\r\nslimio_wal_batch_device_us:%llu\r\n"
-            "slimio_wal_batches_overlapped:%llu\r\nslimio_wal_pad_bytes:%llu\r\n",
+            "slimio_wal_batches_overlapped:%llu\r\nslimio_wal_pad_bytes:%llu\r\n"
+            "slimio_wal_gen_pad_bytes:%llu\r\nslimio_wal_pad_capped:%llu\r\n",
             (unsigned long long)w->gen.gen, (unsigned long long)m->gens[0].gen,
             (unsigned long long)w->head_lba, (unsigned long long)slimioWalTailLba(w),
             (unsigned long long)slimioWalUsedBlocks(w),
@@ -1142,7 +1143,8 @@ sds slimioGenInfoString(sds info) {
             S.refusing, (unsigned long long)S.refusals, (unsigned long long)w->min_batch,
             (unsigned long long)w->stat_batch_queue_us,
             (unsigned long long)w->stat_batch_device_us,
-            (unsigned long long)w->stat_overlapped, (unsigned long long)w->stat_pad_bytes);
+            (unsigned long long)w->stat_overlapped, (unsigned long long)w->stat_pad_bytes,
+            (unsigned long long)w->gen_pad, (unsigned long long)w->stat_pad_capped);
         pthread_mutex_unlock(&w->lock);
         slimioRingStats *rs = &w->ring.stats;
         info = sdscatprintf(info,

@@ -73,7 +73,8 @@ static void stagePut(slimioWal *w, uint64_t off, const unsigned char *p, size_t 
  * fill the partial tail block with AOF annotation lines, so the batch ends on a block
  * boundary (slimio_wal.h). A tail one byte short of full takes the next block too (no
  * line is shorter than "#\n"). Nothing is padded when the pad does not fit the region or
- * the staging buffer: that batch then keeps its partial tail, and the next waits for it. */
+ * the staging buffer, or would pass the generation's cap (SLIMIO_WAL_PAD_PER_LOG_DIV):
+ * that batch then keeps its partial tail, and the next waits for it. */
 static void padToBlock(slimioWal *w) {
     uint32_t r = (uint32_t)(w->appended % w->payload);
     if (!r || w->mid_append) return;
@@ -82,6 +83,10 @@ static void padToBlock(slimioWal *w) {
     uint64_t limit = w->meta->wal_lbas - 1 - (w->use_reserve ? 0 : w->reserve_blocks);
     if (w->gen_offset + blocksOf(w, w->appended + need) > limit) return;
     if (blocksOf(w, w->appended + need) - w->written / w->payload > w->stage_blocks) return;
+    if ((w->gen_pad + need) * SLIMIO_WAL_PAD_PER_LOG_DIV > w->appended - w->gen_pad) {
+        w->stat_pad_capped++;
+        return;
+    }
     unsigned char line[SLIMIO_WAL_PAD_LINE];
     memset(line, ' ', sizeof(line));
     line[0] = '#';
@@ -99,6 +104,7 @@ static void padToBlock(slimioWal *w) {
         left -= len;
     }
     w->stat_pad_bytes += need;
+    w->gen_pad += need;
 }
 
 /* Lock held: retire the batches at the head of the queue that are done, in submission
@@ -311,6 +317,7 @@ int slimioWalBegin(slimioWal *w, const slimioWalGen *g) {
     w->gen_offset = distance(w->meta, w->head_lba, g->start_lba);
     w->base_total += w->appended;   /* all of it durable: a switch drains and flushes */
     w->appended = w->written = w->durable = w->submitted = 0;
+    w->gen_pad = 0;
     w->mark_first = w->mark_n = 0;
     w->stat_gens++;
     pthread_mutex_unlock(&w->lock);

@@ -35,11 +35,13 @@ def bench_config(config: dict, testbed: str, systems: list[str], policies: list[
     trigger_mib = math.ceil(wal * TRIGGER_OVER_WAL / sizing.MIB)
     cfg["server"]["auto_aof_rewrite_min_size_mb"] = trigger_mib
     # The planning check's sizing rule (checks.check_slimio_sizes) holds too: a rewrite that
-    # started at the trigger would end before the appends reach the region's reserve.
+    # started at the trigger would end before the appends reach the region's reserve, with
+    # Always-Log's pad counted.
     during = cfg["server"]["rewrite_wal_ratio"] * sizing.expected_dataset_bytes(
         cfg, "redis-benchmark") / sizing.MIB
+    share = min(sizing.slimio_wal_log_share(p) for p in policies)
     cfg["slimio"]["wal_size_mb"] = math.ceil(max(trigger_mib * REGION_OVER_TRIGGER,
-                                                 (trigger_mib + during) * 8 / 7 + 1))
+                                                 (trigger_mib + during) * 8 / 7 + 1) / share)
     cfg["recovery"]["enabled"] = False
     cfg["testbeds"]["vm"]["roofline"]["enabled"] = False
     validate(cfg)

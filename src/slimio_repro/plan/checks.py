@@ -7,6 +7,7 @@ whole configuration (combinations of keys), the derived sizes, the device profil
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -111,12 +112,15 @@ SLIMIO_RESERVE_SHARE = 1 / 8
 
 def check_slimio_sizes(config: dict) -> None:
     """SlimIO's sizing rule (redis-slimio/README.md, "A full WAL region"): with W the WAL
-    region's payload bytes, T Redis's rewrite trigger and D the largest dataset a rewrite
-    snapshots, while ``server.rewrite_wal_ratio`` (r) bytes of WAL arrive per byte it writes:
+    region's payload bytes, L the share of it that is log at least (all of it under
+    Periodical-Log; 8/9 under Always-Log, whose batches end on a block with a capped pad:
+    sizing.slimio_wal_log_share), T Redis's rewrite trigger and D the largest dataset a
+    rewrite snapshots, while ``server.rewrite_wal_ratio`` (r) bytes of WAL arrive per byte
+    it writes:
 
-    * 5/8 W >= T: Redis's own trigger fires before SlimIO's (at 5/8 of the region), so SlimIO
-      rewrites exactly as often as the baseline;
-    * T + r D <= 7/8 W: a rewrite that starts at T ends before the appends reach the
+    * 5/8 L W >= T: Redis's own trigger fires before SlimIO's (at 5/8 of the region), so
+      SlimIO rewrites exactly as often as the baseline;
+    * T + r D <= 7/8 L W: a rewrite that starts at T ends before the appends reach the
       reserve, so no client is refused in a sustained workload.
     """
     if not any(is_slimio(s) for s in config["matrix"]["systems"]):
@@ -125,32 +129,40 @@ def check_slimio_sizes(config: dict) -> None:
     explicit = config["slimio"]["wal_size_mb"]
     key = ("slimio.wal_size_mb" if explicit else
            "slimio.wal_size_mb (derived: slimio.wal_margin_ratio / wal_margin_mb)")
-    for workload in config["matrix"]["workloads"]:
-        wal = sizing.slimio_wal_size_bytes(config, workload)
+    for workload, policy in itertools.product(config["matrix"]["workloads"],
+                                              config["matrix"]["policies"]):
+        wal = sizing.slimio_wal_size_bytes(config, workload, policy)
+        share = sizing.slimio_wal_log_share(policy)
+        log = wal * share
+        holds = (f"a {wal / MIB:.0f} MiB WAL region" if share == 1 else
+                 f"a {wal / MIB:.0f} MiB WAL region ({log / MIB:.0f} MiB of log at least "
+                 f"under {policy}, whose pad may take 1/{sizing.SLIMIO_WAL_PAD_PER_LOG_DIV + 1})")
         trigger = sizing.aof_rewrite_min_size_bytes(config, workload)
         dataset = sizing.expected_dataset_bytes(config, workload)
         during = ratio * dataset
-        if wal * SLIMIO_REWRITE_FILL < trigger:
+        if log * SLIMIO_REWRITE_FILL < trigger:
             raise ConfigError(
-                f"{key}: at 5/8 of a {wal / MIB:.0f} MiB WAL region SlimIO starts a "
+                f"{key}: at 5/8 of {holds} SlimIO starts a "
                 f"WAL-Snapshot before {workload}'s rewrite trigger "
                 f"({trigger / MIB:.1f} MiB, server.auto_aof_rewrite_min_size_mb or derived), "
                 f"so it would rewrite more often than the baseline; use at least "
-                f"{-(-trigger // SLIMIO_REWRITE_FILL // MIB):.0f} MiB, or set it to null "
-                "(derived)")
-        limit = wal * (1 - SLIMIO_RESERVE_SHARE)
+                f"{-(-trigger // (SLIMIO_REWRITE_FILL * share) // MIB):.0f} MiB, or set it to "
+                "null (derived)")
+        limit = log * (1 - SLIMIO_RESERVE_SHARE)
         if trigger + during > limit:
-            need = (trigger + during) / (1 - SLIMIO_RESERVE_SHARE)
+            need = (trigger + during) / (1 - SLIMIO_RESERVE_SHARE) / share
             raise ConfigError(
-                f"{key}: a {wal / MIB:.0f} MiB WAL region refuses writes past "
-                f"{limit / MIB:.1f} MiB (its reserve), but {workload}'s rewrite starts at "
-                f"{trigger / MIB:.1f} MiB and {during / MIB:.1f} MiB more arrive while its "
+                f"{key}: {holds} refuses writes past "
+                f"{limit / MIB:.1f} MiB of log (its reserve), but {workload}'s rewrite starts "
+                f"at {trigger / MIB:.1f} MiB and {during / MIB:.1f} MiB more arrive while its "
                 f"{dataset / MIB:.1f} MiB dataset is snapshot (server.rewrite_wal_ratio = "
                 f"{ratio}): clients would be refused (MISCONF); use at least "
                 f"{-(-need // MIB):.0f} MiB, or set it to null (derived)")
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
     if image_mb and "bare" in config["matrix"]["testbeds"]:
-        device = max(sizing.slimio_device_bytes(config, w) for w in config["matrix"]["workloads"])
+        device = max(sizing.slimio_device_bytes(config, w, p)
+                     for w, p in itertools.product(config["matrix"]["workloads"],
+                                                   config["matrix"]["policies"]))
         # ext4's own metadata (inode tables, journal) takes a few percent of the image.
         need_mb = -(-(device + device // 16 + 256 * MIB) // MIB)
         if image_mb < need_mb:
@@ -199,8 +211,9 @@ def check_vm(config: dict, profile: DeviceProfile, host: Host) -> None:
         raise ConfigError(
             f"slimio.lba_size_bytes: {s['lba_size_bytes']} differs from device profile "
             f"{profile.name}'s LBA size {profile.lba_size_bytes}; make them equal")
-    for workload in config["matrix"]["workloads"]:
-        need = sizing.slimio_device_bytes(config, workload)
+    for workload, policy in itertools.product(config["matrix"]["workloads"],
+                                              config["matrix"]["policies"]):
+        need = sizing.slimio_device_bytes(config, workload, policy)
         if need > profile.capacity_bytes:
             raise ConfigError(
                 f"slimio.wal_size_mb: SlimIO's layout for {workload} needs {need // MIB} MiB "

@@ -69,7 +69,7 @@ def _workload(name: str, w: dict) -> RedisBenchmark | YcsbA:
                           timeout_s=float(w["timeout_s"]))
 
 
-def _slimio(config: dict, system: str, testbed: str, workload: str) -> Slimio:
+def _slimio(config: dict, system: str, testbed: str, workload: str, policy: str) -> Slimio:
     s = config["slimio"]
     backend = s["backend"]
     if backend == "auto":
@@ -78,9 +78,9 @@ def _slimio(config: dict, system: str, testbed: str, workload: str) -> Slimio:
     placement = Placement(-1, -1, -1) if system == "slimio-nofdp" else \
         Placement(ids["wal"], ids["wal_snapshot"], ids["on_demand"])
     return Slimio(backend=backend, lba_size_bytes=s["lba_size_bytes"],
-                  wal_size_bytes=sizing.slimio_wal_size_bytes(config, workload),
+                  wal_size_bytes=sizing.slimio_wal_size_bytes(config, workload, policy),
                   slot_size_bytes=sizing.slimio_slot_size_bytes(config, workload),
-                  device_bytes=sizing.slimio_device_bytes(config, workload),
+                  device_bytes=sizing.slimio_device_bytes(config, workload, policy),
                   sqpoll=s["sqpoll"], group_commit=s["group_commit"],
                   ring_entries=s["ring_entries"],
                   wal_buffer_size_mb=s["wal_buffer_size_mb"],
@@ -134,7 +134,7 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
             expected_sets=sizing.expected_sets(config, workload),
             expected_wal_bytes=sizing.expected_wal_bytes(config, workload),
             expected_dataset_bytes=sizing.expected_dataset_bytes(config, workload),
-            image_size_bytes=(sizing.image_size_bytes(config, system, workload)
+            image_size_bytes=(sizing.image_size_bytes(config, system, workload, policy)
                               if testbed == "bare" else None))
         bin_dir = p.redis_build(build_system(system), version) / "bin"
         ycsb_dir = p.ycsb_build(ycsb_version) if workload == "ycsb-a" else None
@@ -156,7 +156,8 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
                 recovery=(Recovery(**config["recovery"]) if logs else
                           Recovery(**{**config["recovery"], "enabled": False})),
                 sizing=derived,
-                slimio=_slimio(config, system, testbed, workload) if is_slimio(system) else None,
+                slimio=(_slimio(config, system, testbed, workload, policy)
+                        if is_slimio(system) else None),
                 bare=(Bare(filesystem=config["testbeds"]["bare"]["filesystem"],
                            direct_io=config["testbeds"]["bare"]["direct_io"])
                       if testbed == "bare" else None),

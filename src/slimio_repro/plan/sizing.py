@@ -165,7 +165,21 @@ def slimio_slot_size_bytes(config: dict, workload: str = "redis-benchmark") -> i
     return _ceil_to(need, MIB)
 
 
-def slimio_wal_size_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+# Under Always-Log SlimIO fills each batch's partial tail block with AOF annotation lines
+# (redis-slimio/src/slimio_wal.h), at most 1 / SLIMIO_WAL_PAD_PER_LOG_DIV of a generation's
+# log bytes: a region of W payload bytes then holds at least DIV / (DIV + 1) W of log.
+SLIMIO_WAL_PAD_PER_LOG_DIV = 8
+
+
+def slimio_wal_log_share(policy: str) -> float:
+    """The share of a WAL region's payload that is log, at least, under ``policy``: all of
+    it under Periodical-Log (no pad), 8/9 under Always-Log (the pad's cap)."""
+    if policy == "always":
+        return SLIMIO_WAL_PAD_PER_LOG_DIV / (SLIMIO_WAL_PAD_PER_LOG_DIV + 1)
+    return 1.0
+
+
+def slimio_wal_size_bytes(config: dict, workload: str, policy: str) -> int:
     """WAL payload bytes SlimIO's circular WAL region must hold (whole MiB).
 
     The region holds the live WAL generations: the one a WAL-Snapshot replays from and the
@@ -174,14 +188,16 @@ def slimio_wal_size_bytes(config: dict, workload: str = "redis-benchmark") -> in
     a rewrite starts, not how long it lasts, and no rewrite starts while one runs: a slow
     rewrite keeps the previous generation alive for as long as it takes, and in the worst
     case (the first rewrite lasting to the end of the workload) that is the whole WAL of the
-    cell. So the only bound the model justifies is the cell's total WAL, with a margin.
+    cell, and under Always-Log its pad (slimio_wal_log_share). So the only bound the model
+    justifies is the cell's total WAL, with a margin.
     The 32-byte block headers are not in this number: the layout adds them (see
     slimio_device_bytes).
     """
     s = config["slimio"]
     if s["wal_size_mb"]:
         return s["wal_size_mb"] * MIB
-    need = expected_wal_bytes(config, workload) * s["wal_margin_ratio"] + s["wal_margin_mb"] * MIB
+    need = (expected_wal_bytes(config, workload) * s["wal_margin_ratio"]
+            / slimio_wal_log_share(policy) + s["wal_margin_mb"] * MIB)
     return _ceil_to(need, MIB)
 
 
@@ -193,22 +209,21 @@ SLIMIO_WAL_HEADER_BYTES = 32
 SLIMIO_SLOTS = 3
 
 
-def slimio_device_bytes(config: dict, workload: str = "redis-benchmark") -> int:
+def slimio_device_bytes(config: dict, workload: str, policy: str) -> int:
     """Size of the device file that the layout for the WAL and slot sizes above needs.
 
     Mirrors slimioLayoutPlan (redis-slimio/src/slimio_format.c); slimio-admin format refuses
     a device that is too small, naming both sizes, so a divergence cannot go unnoticed.
     """
     lba = config["slimio"]["lba_size_bytes"]
-    wal_blocks = math.ceil(slimio_wal_size_bytes(config, workload)
+    wal_blocks = math.ceil(slimio_wal_size_bytes(config, workload, policy)
                            / (lba - SLIMIO_WAL_HEADER_BYTES))
     wal_region = _ceil_to(wal_blocks * lba, SLIMIO_ALIGN_BYTES)
     slot_region = _ceil_to(slimio_slot_size_bytes(config, workload), SLIMIO_ALIGN_BYTES)
     return SLIMIO_ALIGN_BYTES + wal_region + SLIMIO_SLOTS * slot_region
 
 
-def image_size_bytes(config: dict, system: str = "baseline",
-                     workload: str = "redis-benchmark") -> int:
+def image_size_bytes(config: dict, system: str, workload: str, policy: str) -> int:
     """File-system image big enough for the WAL, a rewrite in flight and two snapshots.
 
     A slimio cell's image holds the same room as the baseline's (the server's own data
@@ -221,5 +236,5 @@ def image_size_bytes(config: dict, system: str = "baseline",
             + 3 * expected_dataset_bytes(config, workload))
     size = max(256 * MIB, int(need * 1.5))
     if is_slimio(system):
-        size += slimio_device_bytes(config, workload)
+        size += slimio_device_bytes(config, workload, policy)
     return size
