@@ -97,3 +97,14 @@ def test_bad_input_names_the_line_and_the_choices():
         pp.attribute(samples, "xfs")
     with pytest.raises(pp.PerfProfileError, match=r"no samples of pid 9 .*\[7\]"):
         pp.attribute(samples, "f2fs", pid=9)
+
+
+def test_slimios_child_writes_through_passthru_with_no_file_system():
+    """SlimIO's snapshot child in the same VM (tests/fixtures/perf/capture-vm.py): its
+    buffers go to the namespace by NVMe passthru, so no sample is in a file system, and its
+    ring's submissions are too cheap to be sampled; its completion thread is sampled too."""
+    samples = pp.parse((FIXTURES / "vm-bgsave-slimio-snapshot-only.perf.txt").read_text())
+    assert len(samples) > 100 and len({s.tid for s in samples}) == 2
+    for fs in ("f2fs", "ext4"):
+        a = pp.attribute(samples, fs)
+        assert a.fs_write_s == 0 and a.io_path_share < 0.05
