@@ -368,8 +368,12 @@ def test_always_replies_wait_for_durability(slim, group_commit):
     if group_commit == "yes":
         # The SETs that arrived while the first batch was delayed went in a second batch
         # beside it (slimio_wal.h: SLIMIO_WAL_INFLIGHT), not after it; their replies still
-        # waited for the first (above: every latency at least the delay).
-        if batches >= 2:
+        # waited for the first (above: every latency at least the delay). Asserted on the
+        # host only: the delay runs in the first batch's completion under the WAL's lock, so
+        # a second batch goes beside it only if its SETs arrive within the device's latency;
+        # in the TCG guest they may not (two clean-clone CI runs this stop: 0 of 2 and 0 of 3
+        # batches beside another there).
+        if batches >= 2 and DEVICE is None:
             assert overlapped >= 1, (overlapped, queue_us, batches)
     else:
         # Without group commit the main thread waits for each batch: never two in flight.
