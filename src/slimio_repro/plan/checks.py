@@ -110,6 +110,11 @@ SLIMIO_REWRITE_FILL = 5 / 8
 SLIMIO_RESERVE_SHARE = 1 / 8
 
 
+def _workload_policies(config: dict):
+    """Every (workload, policy) of the matrix: SlimIO's region is sized per policy."""
+    return itertools.product(config["matrix"]["workloads"], config["matrix"]["policies"])
+
+
 def check_slimio_sizes(config: dict) -> None:
     """SlimIO's sizing rule (redis-slimio/README.md, "A full WAL region"): with W the WAL
     region's payload bytes, L the share of it that is log at least (all of it under
@@ -129,8 +134,7 @@ def check_slimio_sizes(config: dict) -> None:
     explicit = config["slimio"]["wal_size_mb"]
     key = ("slimio.wal_size_mb" if explicit else
            "slimio.wal_size_mb (derived: slimio.wal_margin_ratio / wal_margin_mb)")
-    for workload, policy in itertools.product(config["matrix"]["workloads"],
-                                              config["matrix"]["policies"]):
+    for workload, policy in _workload_policies(config):
         wal = sizing.slimio_wal_size_bytes(config, workload, policy)
         share = sizing.slimio_wal_log_share(policy)
         log = wal * share
@@ -161,8 +165,7 @@ def check_slimio_sizes(config: dict) -> None:
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
     if image_mb and "bare" in config["matrix"]["testbeds"]:
         device = max(sizing.slimio_device_bytes(config, w, p)
-                     for w, p in itertools.product(config["matrix"]["workloads"],
-                                                   config["matrix"]["policies"]))
+                     for w, p in _workload_policies(config))
         # ext4's own metadata (inode tables, journal) takes a few percent of the image.
         need_mb = -(-(device + device // 16 + 256 * MIB) // MIB)
         if image_mb < need_mb:
@@ -211,8 +214,7 @@ def check_vm(config: dict, profile: DeviceProfile, host: Host) -> None:
         raise ConfigError(
             f"slimio.lba_size_bytes: {s['lba_size_bytes']} differs from device profile "
             f"{profile.name}'s LBA size {profile.lba_size_bytes}; make them equal")
-    for workload, policy in itertools.product(config["matrix"]["workloads"],
-                                              config["matrix"]["policies"]):
+    for workload, policy in _workload_policies(config):
         need = sizing.slimio_device_bytes(config, workload, policy)
         if need > profile.capacity_bytes:
             raise ConfigError(
