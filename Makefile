@@ -3,6 +3,9 @@
 #   make reproduce   set up this host and run the main job (smoke profile by default)
 #   make test        set up this host and run the whole test suite (what .ci/run runs)
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
+#   make motivation  the paper's motivation (Tables 1-2, Figure 2) and its claims' verdicts
+#                    (results/claims/motivation/), about 9 minutes on smoke; part of
+#                    reproduce where the profile says motivation.in_reproduce (paper)
 #   make crash-campaign  SlimIO and stock Redis crashed and restarted 1000 times (config's
 #                    crash section; results/crash/summary.md); exit 1 on any finding
 #   make bench       nopersist, baseline and slimio side by side, interleaved, under both
@@ -28,7 +31,7 @@ NIGHTLY_REFERENCE ?= results/reference/nightly.json
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host host-ready reproduce crash-campaign bench nightly test test-fast lint
+.PHONY: bootstrap setup-host host-ready reproduce motivation crash-campaign bench nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -64,6 +67,10 @@ host-ready: bootstrap
 
 reproduce: host-ready
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+motivation: host-ready
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) motivation \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 crash-campaign: setup-host

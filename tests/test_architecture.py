@@ -16,6 +16,7 @@ STAGES = {"plan": "common.smk", "build": "build.smk", "testbed": "testbed.smk",
           "crash": "crash.smk",
           "run": "run.smk", "parse": "parse.smk", "ftl": "ftl.smk",
           "aggregate": "aggregate.smk", "claims": "claims.smk", "report": "report.smk",
+          "motivation": "motivation.smk",
           "guest": None}
 # What each stage may import of the others (the pipeline's order; guest is the leaf).
 ALLOWED = {
@@ -29,6 +30,7 @@ ALLOWED = {
     "aggregate": {"guest"},
     "claims": set(),
     "report": {"claims"},
+    "motivation": {"guest", "parse", "ftl", "aggregate"},
     "crash": {"guest", "testbed"},
 }
 

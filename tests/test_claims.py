@@ -14,8 +14,10 @@ import yaml
 
 from conftest import FIXTURES, VENV_BIN, snakemake
 from slimio_repro import ftl, paths
+from slimio_repro import motivation
 from slimio_repro.aggregate import tables
 from slimio_repro.claims import catalog, judge, regress, render
+from slimio_repro.parse.motivation import parse_motivation_cell
 
 
 def test_claims_file_has_sixty_claims_each_with_a_reasoned_tolerance():
@@ -39,6 +41,15 @@ def test_every_metric_a_claim_names_is_produced_or_the_claim_says_why_not(fixtur
     seq.write_text(json.dumps(ftl.replay_sequence(
         [FIXTURES / "ftl" / "vm-baseline-redis-benchmark-periodical-r1"], "femu-fdp", False)))
     produced |= set(tables.load_ftl([seq])[0].columns)
+    # The motivation's records (Table 1's cells and the motivation cells, with what the
+    # aggregate stage derives), from real cells' raw directories.
+    mot = FIXTURES / "motivation"
+    records = []
+    for raw in sorted(mot.glob("vm-*-motivation-r1")):
+        records.append(tmp_path / f"{raw.name}.json")
+        records[-1].write_text(json.dumps(parse_motivation_cell(raw)))
+    motivation.write_all(records, sorted(mot.glob("vm-*-periodical-r1.json")), tmp_path)
+    produced |= set(pd.read_csv(tmp_path / paths.MOTIVATION_TABLE).columns)
     for c in catalog.load():
         if c.not_testable:
             continue

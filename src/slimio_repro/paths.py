@@ -67,12 +67,23 @@ CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
 # The FTL model's replay of a system's repetitions in order on one un-reformatted device.
 FTL_SEQUENCE_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}"
 FTL_SEQUENCE_PATTERN = f"ftl/{FTL_SEQUENCE_ID_PATTERN}.json"
+# The motivation (Table 1, Table 2, Figure 2): its cells' raw directories and records, its
+# tables, figure and verdicts (of the claims whose id starts with MOTIVATION_CLAIMS).
+MOTIVATION_ID_PATTERN = "{testbed}-{system}-motivation-r{rep}"
+MOTIVATION_RAW_PATTERN = f"raw/{MOTIVATION_ID_PATTERN}"
+MOTIVATION_RECORD_PATTERN = f"motivation/{MOTIVATION_ID_PATTERN}.json"
+MOTIVATION_TABLE = "tables/motivation_cells.csv"
+MOTIVATION_TABLES = ("table1_snapshot_impact", "table2_fs_write_path_cpu")
+MOTIVATION_FIGURE = "figures/fig2_snapshot_analysis"
+MOTIVATION_CLAIMS = "mot-"
 # The claims stage: the paper's claims (reference data), their schema, and a run's verdicts.
 CLAIMS_FILE = REFERENCE_DIR / "claims.yaml"
 CLAIMS_SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
 CELLS_TABLE = "tables/cells.csv"
 VERDICT_FILES = {"csv": "claims/verdicts.csv", "json": "claims/verdicts.json",
                  "md": "claims/verdicts.md", "summary": "claims/summary.txt"}
+MOTIVATION_VERDICT_FILES = {k: v.replace("claims/", "claims/motivation/")
+                            for k, v in VERDICT_FILES.items()}
 REPORT = "report.html"
 # The crash campaign's outputs (rule crash_campaign), relative to the results directory.
 CRASH_DIR = "crash"

@@ -9,6 +9,8 @@ rule judge_claims:
     input:
         records=results(pathsmod.CELLS_TABLE),
         claims=config["claims"]["file"],
+        # The motivation's records, where the profile runs it with the rest.
+        motivation=[results(pathsmod.MOTIVATION_TABLE)] if PLAN.motivation_in_reproduce else [],
     output:
         csv=results(pathsmod.VERDICT_FILES["csv"]),
         json=results(pathsmod.VERDICT_FILES["json"]),

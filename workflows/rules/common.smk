@@ -114,3 +114,11 @@ def print_claims_summary():
             and not SUMMARY_PRINTED:
         SUMMARY_PRINTED.append(summary)   # Snakemake may call onsuccess more than once
         print(summary.read_text(), end="")
+
+
+def motivation_available(wildcards=None):
+    """The motivation's inputs (none), or a planning-time stop naming why it cannot run
+    (rule motivation.smk's targets)."""
+    if PLAN.motivation_unavailable:
+        raise WorkflowError(f"motivation: {PLAN.motivation_unavailable}")
+    return []

@@ -8,6 +8,9 @@ rule render_report:
         verdicts=results(pathsmod.VERDICT_FILES["json"]),
         tables=TABLE_OUTPUTS,
         figures=FIGURE_OUTPUTS,
+        # Tables 1-2 and Figure 2 where the run includes the motivation (the page shows
+        # them whenever they are in the results directory).
+        motivation=MOTIVATION_OUTPUTS if PLAN.motivation_in_reproduce else [],
     output:
         report=results(pathsmod.REPORT),
     log:

@@ -5,6 +5,10 @@ from slimio_repro import claims
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):
+    # The motivation's records join the run's where it is part of the run (the paper
+    # profile); rule judge_motivation_claims judges the motivation's claims on its own.
+    extra = tuple(Path(f) for f in snakemake.input.get("motivation", []))
     written = claims.judge_run(Path(snakemake.input.records), Path(snakemake.input.claims),
-                               Path(snakemake.output.csv).parent)
+                               Path(snakemake.output.csv).parent, extra,
+                               snakemake.params.get("prefix"))
     print(written["summary"].read_text())

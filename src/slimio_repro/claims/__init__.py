@@ -15,11 +15,18 @@ __all__ = ["catalog", "judge", "regress", "render", "judge_run", "number", "ci_t
            "paper_text"]
 
 
-def judge_run(records_csv: Path, claims_file: Path, out_dir: Path) -> dict[str, Path]:
-    """Judge every claim of `claims_file` on the run whose per-cell records are
-    `records_csv` (results/tables/cells.csv); write verdicts.{csv,json,md} and summary.txt
-    into `out_dir`."""
+def judge_run(records_csv: Path, claims_file: Path, out_dir: Path,
+              extra_csv: tuple[Path, ...] = (), prefix: str | None = None) -> dict[str, Path]:
+    """Judge every claim of `claims_file` (those whose id starts with ``prefix``, if given)
+    on the run whose per-cell records are `records_csv` (results/tables/cells.csv) and
+    ``extra_csv`` (the motivation's, results/tables/motivation_cells.csv; a cell in both
+    counts once); write verdicts.{csv,json,md} and summary.txt into `out_dir`."""
     claims = catalog.load(claims_file)
-    records = pd.read_csv(records_csv)
+    if prefix:
+        claims = [c for c in claims if c.id.startswith(prefix)]
+    records = pd.concat([pd.read_csv(f) for f in (records_csv, *extra_csv)],
+                        ignore_index=True)
+    if "cell_id" in records:
+        records = records.drop_duplicates(subset="cell_id", keep="first")
     verdicts = judge.judge_all(claims, records)
     return render.write(verdicts, render.run_info(records), out_dir)

@@ -285,16 +285,16 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
         if col not in everything:
             everything = everything.assign(**{col: "unrecorded"})
     judged_on = _judged_on(everything, c.testbed)
+    unmet = []
     for need in c.requires:
         ok, why = REQUIREMENTS[need]
         if not ok(everything):
-            return Verdict(c, UNTESTABLE, why.format(
+            unmet.append(why.format(
                 profiles=", ".join(sorted(set(everything["profile"]))),
                 accels=", ".join(sorted(set(everything["accel"]))),
                 devices=", ".join(sorted(set(everything["device_model"]))),
                 drive_writes=f"{everything['ftl_drive_writes'].max():.2f}"
-                if "ftl_drive_writes" in everything else "0"),
-                judged_on=judged_on)
+                if "ftl_drive_writes" in everything else "0"))
     for key, cells in groups.items():
         metrics_of[key] = [(t, cells[t.metric].to_numpy(dtype=float))
                            for t in dict.fromkeys(terms)
@@ -307,6 +307,11 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
     if math.isnan(value) or math.isinf(value):
         return Verdict(c, UNTESTABLE, "the reference's mean is 0: the ratio is undefined",
                        n=n, n_detail=n_detail, judged_on=judged_on)
+    if unmet:
+        # Not judged, but what this run measured is shown (the paper's value beside it).
+        return Verdict(c, UNTESTABLE, "; ".join(unmet) + f" (measured here: {number(value)}, "
+                       f"n={n}; the paper: {number(c.paper_value)})", value, None, None, n,
+                       n_detail, judged_on)
     lo, hi = _bootstrap(c, groups, metrics_of)
     verdict, reason = _decide(c, value)
     if lo is None:

@@ -7,25 +7,25 @@ tests/test_architecture.py checks it, and imports the package with the host-only
 absent. The other stages use what ``__all__`` names.
 """
 
-from . import (bench, benchmark, fdp, fsimage, inmemory, layout, phases, provenance, redislog,
-               roofline, server, slimio, vmstorage, ycsb)
+from . import (bench, benchmark, fdp, fsimage, inmemory, layout, motivation, phases, provenance,
+               redislog, roofline, server, slimio, vmstorage, ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
-from .cellplan import (CELL_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
+from .cellplan import (BASELINE_EXT4, CELL_ID_PATTERN, MOTIVATION_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
                        POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
-                       DeviceProfile, Placement, RedisBenchmark, Recovery, Roofline, Server,
+                       DeviceProfile, Motivation, Placement, RedisBenchmark, Recovery, Roofline, Server,
                        Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, on_file_system,
-                       persists, policies_of)
+                       persists, policies_of, SYSTEM_FILESYSTEM)
 from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "bench", "benchmark", "fdp", "fsimage", "inmemory", "layout", "phases", "provenance", "redislog", "roofline",
+    "bench", "benchmark", "fdp", "fsimage", "inmemory", "layout", "motivation", "phases", "provenance", "redislog", "roofline",
     "server", "slimio", "vmstorage", "ycsb",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
     # the cell plan
-    "CELL_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
-    "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Placement", "RedisBenchmark",
+    "BASELINE_EXT4", "CELL_ID_PATTERN", "MOTIVATION_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
+    "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Motivation", "Placement", "RedisBenchmark",
     "Recovery", "Roofline", "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system",
-    "is_slimio", "on_file_system", "persists", "policies_of",
+    "is_slimio", "on_file_system", "persists", "policies_of", "SYSTEM_FILESYSTEM",
 ]

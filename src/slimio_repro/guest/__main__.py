@@ -1,4 +1,6 @@
-"""``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM), and
+"""``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM),
+``python3 -m slimio_repro.guest motivation-cell --plan-json F --out DIR`` (a motivation
+cell, in its VM: :mod:`.motivation`), and
 ``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand), and
 ``python3 -m slimio_repro.guest bench --plans-json F --rounds N --warmup N --out DIR`` (the
 bench's VM: :mod:`.bench`).
@@ -14,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench, layout
+from . import bench, layout, motivation
 from .cell import CellError, run
 from .cellplan import SYSTEMS, CellPlan
 from .provision import provision
@@ -30,6 +32,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--expect-box-id", help="vm cell: the box the host booted (its inputs "
                    "hash); the cell refuses a guest that is another box")
     p.add_argument("--expect-kernel", help="vm cell: the kernel the box was built with")
+    mc = sub.add_parser("motivation-cell", help="run one motivation cell (the paper's §3.1 "
+                        "scenarios on one system) from its plan")
+    mc.add_argument("--plan-json", required=True, help="the cell's plan (with motivation)")
+    mc.add_argument("--out", required=True, help="the cell's raw directory (must not exist)")
+    mc.add_argument("--expect-box-id", help="the box the host booted (its inputs hash)")
+    mc.add_argument("--expect-kernel", help="the kernel the box was built with")
     q = sub.add_parser("provision", help="check a testbed VM and prepare its namespace for a "
                        "system, as a vm cell does first (for a VM made by hand)")
     q.add_argument("--plan-json", required=True, help="a cell's plan (its testbeds.vm and "
@@ -61,6 +69,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "provision":
             print(json.dumps(provision(plan.vm, args.system or plan.cell.system), indent=2))
+        elif args.command == "motivation-cell":
+            print(motivation.run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
         else:
             print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
     except (CellError, GuestError) as exc:

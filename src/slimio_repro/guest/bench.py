@@ -33,7 +33,7 @@ from pathlib import Path
 from . import (benchmark, fsimage, inmemory, layout, provenance, redislog, roofline, slimio,
                vmstorage)
 from .cellplan import CellPlan, on_file_system
-from .provision import MKFS_OPTIONS, MOUNT_OPTIONS
+from .provision import MOUNT_OPTIONS, mkfs_options
 from .server import RedisServer, free_port, render_conf
 from .vmstorage import mounted, run_tool
 
@@ -85,7 +85,7 @@ def storage(plan: CellPlan, scratch: Path):
     if mounted(ns):
         run_tool(["umount", ns])
     if on_file_system(plan.cell.system):
-        run_tool([f"mkfs.{vm.filesystem}", *MKFS_OPTIONS, ns])
+        run_tool([f"mkfs.{vm.filesystem}", *mkfs_options(vm.filesystem), ns])
         mountpoint.mkdir(parents=True, exist_ok=True)
         def mount():
             run_tool(["mount", "-t", vm.filesystem, "-o", MOUNT_OPTIONS, ns, str(mountpoint)])

@@ -32,11 +32,19 @@ NO_POLICY = "none"
 POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always", NO_POLICY: "everysec"}
 POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log",
                 NO_POLICY: "No persistence"}
-SYSTEMS = ("baseline", "slimio", "slimio-nofdp", NOPERSIST)
+# baseline-ext4: stock Redis, as the baseline, on EXT4 instead of the testbed's file system
+# (the paper's Table 1 compares the two; plan.plan gives its cells testbeds.vm.filesystem
+# ext4).
+BASELINE_EXT4 = "baseline-ext4"
+SYSTEMS = ("baseline", "slimio", "slimio-nofdp", NOPERSIST, BASELINE_EXT4)
+# The file system a system's cells use in the vm testbed, where it is not the testbed's.
+SYSTEM_FILESYSTEM = {BASELINE_EXT4: "ext4"}
 WORKLOADS = ("redis-benchmark", "ycsb-a")
 # Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
 SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
 CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
+# A motivation cell (:class:`Motivation`): its system's scenarios, on its own VM.
+MOTIVATION_ID_PATTERN = "{testbed}-{system}-motivation-r{rep}"
 
 
 def is_slimio(system: str) -> bool:
@@ -64,7 +72,7 @@ def build_system(system: str) -> str:
     baseline's (stock Redis)."""
     if is_slimio(system):
         return "slimio"
-    return "baseline" if system == NOPERSIST else system
+    return "baseline" if system in (NOPERSIST, BASELINE_EXT4) else system
 
 
 def operational(default=dataclasses.MISSING):
@@ -270,6 +278,18 @@ class Vm:
 
 
 @dataclass(frozen=True)
+class Motivation:
+    """A motivation cell's scenarios (config's motivation section; :mod:`.motivation`): the
+    workload's SETs fill the dataset, then an On-Demand-Snapshot is taken with no writes
+    arriving (Snapshot only) and one while redis-benchmark sends ``wal_requests`` more SETs
+    (Snapshot & WAL), each under perf (software clock at ``perf_frequency_hz``, call
+    graphs); a SlimIO cell also snapshots into its discard sink (the ideal)."""
+    wal_requests: int
+    lead_s: float
+    perf_frequency_hz: int
+
+
+@dataclass(frozen=True)
 class CellPlan:
     cell: Cell
     profile: str
@@ -286,9 +306,14 @@ class CellPlan:
     ycsb_dir: str | None = operational(None)
     # What the cell needs built, relative to the build directory (Snakemake's inputs).
     needs: tuple[str, ...] = operational(())
+    # A motivation cell's scenarios; None for a cell of the matrix (and then left out of
+    # the plan's hash, so that the matrix's plans hash as they did before it existed).
+    motivation: Motivation | None = field(default=None, metadata={"omit_none": True})
 
     @property
     def id(self) -> str:
+        if self.motivation is not None:
+            return MOTIVATION_ID_PATTERN.format(**self.cell.wildcards())
         return self.cell.id
 
     @property
@@ -329,7 +354,8 @@ class CellPlan:
 def _stale_view(obj):
     if dataclasses.is_dataclass(obj):
         return {f.name: _stale_view(getattr(obj, f.name)) for f in dataclasses.fields(obj)
-                if f.metadata.get("stale", True)}
+                if f.metadata.get("stale", True)
+                and not (f.metadata.get("omit_none") and getattr(obj, f.name) is None)}
     if isinstance(obj, (list, tuple)):
         return [_stale_view(v) for v in obj]
     return obj

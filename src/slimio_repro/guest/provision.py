@@ -39,10 +39,15 @@ from .vmstorage import GuestError, fdp_stats, run_tool
 
 # Identify Controller CTRATT bit 19: Flexible Data Placement supported.
 CTRATT_FDPS = 1 << 19
-# The baseline's F2FS: mounted noatime (like the bare testbed's ext4); mkfs's -f is only ever
-# used on a namespace that is blank or already F2FS.
+# The baseline's F2FS (and baseline-ext4's EXT4): mounted noatime (like the bare testbed's
+# ext4); mkfs's force option (-f, -F) is only ever used on a namespace that is blank or
+# already of that file system.
 MOUNT_OPTIONS = "noatime"
-MKFS_OPTIONS = ("-f",)
+MKFS_FORCE = {"f2fs": ("-f",), "ext4": ("-F", "-q")}
+
+
+def mkfs_options(filesystem: str) -> tuple[str, ...]:
+    return MKFS_FORCE.get(filesystem, ())
 
 
 @dataclass(frozen=True)
@@ -178,7 +183,7 @@ def prepare(facts: Facts, settings: Vm, system: str) -> list[str]:
     if not on_file_system(system):
         return changed
     if facts.fstype == "":
-        cmd = [f"mkfs.{settings.filesystem}", *MKFS_OPTIONS, ns]
+        cmd = [f"mkfs.{settings.filesystem}", *mkfs_options(settings.filesystem), ns]
         run_tool(cmd)
         changed.append(" ".join(cmd))
     mountpoint = Path(settings.mountpoint)

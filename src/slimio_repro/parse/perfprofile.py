@@ -39,7 +39,8 @@ IO_SYSCALLS = frozenset({
     "__x64_sys_fsync", "__x64_sys_fdatasync", "do_fsync",
     "__x64_sys_io_uring_enter", "__do_sys_io_uring_enter",
 })
-FS_PREFIXES = {"f2fs": ("f2fs_",), "ext4": ("ext4_", "jbd2_")}
+# "raw": no file system (SlimIO's passthru device): nothing is a file system's write path.
+FS_PREFIXES = {"f2fs": ("f2fs_",), "ext4": ("ext4_", "jbd2_"), "raw": ()}
 # Functions that move the snapshot's bytes themselves (user memory into the page cache).
 COPY_FUNCTIONS = frozenset({
     "copy_user_enhanced_fast_string", "copy_user_generic_string",
@@ -128,15 +129,18 @@ def parse(text: str) -> list[Sample]:
     return out
 
 
-def attribute(samples: list[Sample], fs: str, pid: int | None = None) -> Attribution:
-    """Attribute ``samples`` (of process ``pid``, or all) by :mod:`the rule above
-    <slimio_repro.parse.perfprofile>` for file system ``fs`` (a key of FS_PREFIXES)."""
+def attribute(samples: list[Sample], fs: str, pid: int | None = None,
+              tid: int | None = None) -> Attribution:
+    """Attribute ``samples`` (of process ``pid``, or all; of its thread ``tid`` alone, if
+    given) by :mod:`the rule above <slimio_repro.parse.perfprofile>` for file system ``fs``
+    (a key of FS_PREFIXES)."""
     try:
         prefixes = FS_PREFIXES[fs]
     except KeyError:
         raise PerfProfileError(f"file system {fs!r}: the attribution knows "
                                f"{', '.join(sorted(FS_PREFIXES))}") from None
-    chosen = [s for s in samples if pid is None or s.pid == pid]
+    chosen = [s for s in samples if (pid is None or s.pid == pid)
+              and (tid is None or s.tid == tid)]
     if not chosen:
         raise PerfProfileError(f"no samples of pid {pid} (the profile has pids "
                                f"{sorted({s.pid for s in samples})})")

@@ -14,10 +14,14 @@ from pathlib import Path
 
 from .. import paths
 from ..build import ycsb as ycsb_build
-from ..guest import (POLICY_APPENDFSYNC, Bare, Cell, CellPlan, Placement, RedisBenchmark,
-                     Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA, build_system,
-                     is_slimio, persists, policies_of)
+from ..guest import (BASELINE_EXT4, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell,
+                     CellPlan, Motivation, Placement, RedisBenchmark, Recovery, Roofline,
+                     Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists,
+                     policies_of)
 from . import checks, sizing
+from .checks import ConfigError
+
+MIB = 1 << 20
 from .device import load_device_profile
 
 
@@ -32,13 +36,27 @@ class Plan:
     box_disk_size_mb: int
     ycsb_version: str
     cells: tuple[CellPlan, ...]
+    # The motivation (config's motivation section): Table 1's cells (matrix cells, the
+    # baseline's on F2FS and on EXT4; those the matrix has are the matrix's own), the
+    # motivation cells (Table 2, Figure 2), and whether `reproduce` runs them. Empty, with
+    # ``motivation_unavailable`` saying why, where the matrix has no vm testbed.
+    table1_cells: tuple[CellPlan, ...] = ()
+    motivation_cells: tuple[CellPlan, ...] = ()
+    motivation_in_reproduce: bool = False
+    motivation_unavailable: str | None = None
 
     def cell(self, cell: Cell | str) -> CellPlan:
         cell_id = cell if isinstance(cell, str) else cell.id
-        for c in self.cells:
+        for c in (*self.cells, *self.table1_cells, *self.motivation_cells):
             if c.id == cell_id:
                 return c
         raise KeyError(f"{cell_id} is not a cell of this plan")
+
+    @property
+    def extra_cells(self) -> tuple[CellPlan, ...]:
+        """Table 1's cells that are not the matrix's (run by the same rule)."""
+        ids = {c.id for c in self.cells}
+        return tuple(c for c in self.table1_cells if c.id not in ids)
 
     def cell_of(self, wildcards) -> CellPlan:
         """The cell plan for a Snakemake rule's wildcards."""
@@ -88,14 +106,15 @@ def _slimio(config: dict, system: str, testbed: str, workload: str, policy: str)
                   load_snapshot=s["load_snapshot"])
 
 
-def _vm(config: dict, profile, roofline: bool = True) -> Vm:
-    """testbeds.vm for a cell; ``roofline=False`` leaves the device roofline out."""
+def _vm(config: dict, profile, roofline: bool = True, filesystem: str | None = None) -> Vm:
+    """testbeds.vm for a cell; ``roofline=False`` leaves the device roofline out;
+    ``filesystem`` replaces the testbed's (baseline-ext4's EXT4)."""
     v = config["testbeds"]["vm"]
     roof = v["roofline"] if roofline else {**v["roofline"], "enabled": False}
     return Vm(device=profile, accel=v["accel"], cpus=v["cpus"], memory_mb=v["memory_mb"],
               emulator_path=v["emulator_path"], namespace=v["namespace"],
               passthru_device=v["passthru_device"], controller=v["controller"],
-              endurance_group=v["endurance_group"], filesystem=v["filesystem"],
+              endurance_group=v["endurance_group"], filesystem=filesystem or v["filesystem"],
               mountpoint=v["mountpoint"], guest_scratch_dir=v["guest_scratch_dir"],
               roofline=Roofline(**roof), tcg_cpu=v["tcg_cpu"], storage_pool=v["storage_pool"],
               boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
@@ -116,56 +135,122 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
     p = paths.Paths.from_config(config)
     version = config["redis"]["version"]
     ycsb_version = ycsb_build.pinned_version()
-    server = config["server"]
-    cells = []
     combos = [(testbed, system, workload, policy)
               for testbed, system in itertools.product(m["testbeds"], m["systems"])
               for workloads, policies in [checks.matrix_scope(m, system)]
               for workload in workloads for policy in policies_of(system, policies)]
-    for testbed, system, workload, policy in combos:
-        w = config["workloads"][workload]
-        # The no-persistence bound writes nothing: no On-Demand-Snapshot, nothing to
-        # recover, and no device roofline (its siblings measure the same namespace's).
-        logs = persists(system)
-        derived = Sizing(
-            appendfsync=POLICY_APPENDFSYNC[policy],
-            auto_aof_rewrite_min_size_bytes=sizing.aof_rewrite_min_size_bytes(config, workload),
-            auto_aof_rewrite_percentage=server["auto_aof_rewrite_percentage"],
-            expected_sets=sizing.expected_sets(config, workload),
-            expected_wal_bytes=sizing.expected_wal_bytes(config, workload),
-            expected_dataset_bytes=sizing.expected_dataset_bytes(config, workload),
-            image_size_bytes=(sizing.image_size_bytes(config, system, workload, policy)
-                              if testbed == "bare" else None))
-        bin_dir = p.redis_build(build_system(system), version) / "bin"
-        ycsb_dir = p.ycsb_build(ycsb_version) if workload == "ycsb-a" else None
-        if testbed == "vm":
-            needs = (paths.BOX_PATTERN,)
-        else:
-            needs = (str((bin_dir / "redis-server").relative_to(p.build_dir)),)
-            if ycsb_dir is not None:
-                needs += (paths.YCSB_BUILD_RECORD_PATTERN.format(version=ycsb_version),)
-        for rep in range(1, m["repetitions"] + 1):
-            cells.append(CellPlan(
-                cell=Cell(testbed, system, workload, policy, rep),
-                profile=config["profile"], redis_version=version,
-                workload=(_workload(workload, w) if logs else
-                          replace(_workload(workload, w), on_demand_snapshot=False)),
-                server=Server(sampler_interval_s=float(server["sampler_interval_s"]),
-                              start_timeout_s=float(server["start_timeout_s"]),
-                              snapshot_timeout_s=float(server["snapshot_timeout_s"])),
-                recovery=(Recovery(**config["recovery"]) if logs else
-                          Recovery(**{**config["recovery"], "enabled": False})),
-                sizing=derived,
-                slimio=(_slimio(config, system, testbed, workload, policy)
-                        if is_slimio(system) else None),
-                bare=(Bare(filesystem=config["testbeds"]["bare"]["filesystem"],
-                           direct_io=config["testbeds"]["bare"]["direct_io"])
-                      if testbed == "bare" else None),
-                vm=_vm(config, profile, roofline=logs) if testbed == "vm" else None,
-                redis_bin_dir=str(bin_dir), ycsb_dir=str(ycsb_dir) if ycsb_dir else None,
-                needs=needs))
+    cells = [_cell_plan(config, p, profile, version, ycsb_version, testbed, system, workload,
+                        policy, rep)
+             for testbed, system, workload, policy in combos
+             for rep in range(1, m["repetitions"] + 1)]
+    mot = config["motivation"]
+    table1, scenario_cells, unavailable = (), (), None
+    if profile is None:
+        unavailable = ("the motivation runs in the vm testbed, and matrix.testbeds is "
+                       f"{m['testbeds']}: add vm to matrix.testbeds")
+    else:
+        reps = range(1, mot["repetitions"] + 1)
+        table1 = tuple(_cell_plan(config, p, profile, version, ycsb_version, "vm", system,
+                                  "redis-benchmark", "periodical", rep)
+                       for system in ("baseline", BASELINE_EXT4) for rep in reps)
+        try:
+            scenario_cells = tuple(_motivation_cell(config, p, profile, version, ycsb_version,
+                                                    system, rep)
+                                   for system in mot["systems"] for rep in reps)
+        except ConfigError as exc:
+            # A motivation that cannot run stops the runs that include it (at planning,
+            # here, or `snakemake motivation`'s), not the others.
+            if mot["in_reproduce"]:
+                raise
+            table1, unavailable = (), str(exc)
     return Plan(profile=config["profile"], redis_version=version, results_dir=p.results_dir,
                 build_dir=p.build_dir, make_jobs=config["redis"]["make_jobs"],
                 tarball_dirs=tuple(config["redis"]["tarball_dirs"]),
                 box_disk_size_mb=config["testbeds"]["vm"]["box_disk_size_mb"],
-                ycsb_version=ycsb_version, cells=tuple(cells))
+                ycsb_version=ycsb_version, cells=tuple(cells), table1_cells=table1,
+                motivation_cells=scenario_cells,
+                motivation_in_reproduce=mot["in_reproduce"] and profile is not None,
+                motivation_unavailable=unavailable)
+
+
+def _motivation_cell(config: dict, p: paths.Paths, profile, version: str, ycsb_version: str,
+                     system: str, rep: int) -> CellPlan:
+    """A motivation cell: its system's redis-benchmark Periodical-Log cell whose SETs
+    (motivation.fill_requests) fill the dataset, with the scenarios' settings. No
+    WAL-Snapshot runs in it, so its storage (SlimIO's WAL region) is sized for the fill and
+    the Snapshot & WAL scenario's writes together, and an explicit region must hold them."""
+    mot, bench = config["motivation"], config["workloads"]["redis-benchmark"]
+    fill = mot["fill_requests"] or bench["requests"]
+    scenarios = Motivation(wal_requests=mot["wal_requests"] or 2 * bench["requests"],
+                           lead_s=float(mot["lead_s"]),
+                           perf_frequency_hz=mot["perf_frequency_hz"])
+    whole = {**config, "workloads": {**config["workloads"], "redis-benchmark": {
+        **bench, "requests": fill + scenarios.wal_requests}}}
+    # SlimIO starts a WAL-Snapshot itself at 5/8 of its region (checks.SLIMIO_REWRITE_FILL):
+    # a derived region is sized so that the cell's whole WAL stays below that.
+    wal = sizing.expected_wal_bytes(whole, "redis-benchmark")
+    s = config["slimio"]
+    if not s["wal_size_mb"]:
+        need = wal * s["wal_margin_ratio"] / checks.SLIMIO_REWRITE_FILL
+        whole["slimio"] = {**s, "wal_size_mb": -(-int(need) // MIB) + s["wal_margin_mb"]}
+    cell = _cell_plan(whole, p, profile, version, ycsb_version, "vm", system,
+                      "redis-benchmark", "periodical", rep, roofline=False)
+    if cell.is_slimio and wal > cell.slimio.wal_size_bytes * checks.SLIMIO_REWRITE_FILL:
+        raise ConfigError(
+            f"motivation: a motivation cell writes {wal / MIB:.0f} MiB of WAL "
+            f"(fill_requests {fill} and wal_requests {scenarios.wal_requests} SETs), and "
+            f"slimio.wal_size_mb {cell.slimio.wal_size_bytes // MIB} starts a WAL-Snapshot "
+            f"past {cell.slimio.wal_size_bytes * checks.SLIMIO_REWRITE_FILL / MIB:.0f} MiB, "
+            "which would run during its scenarios: lower motivation.fill_requests or "
+            "motivation.wal_requests")
+    return replace(cell, workload=replace(cell.workload, requests=fill),
+                   motivation=scenarios)
+
+
+def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version: str,
+               testbed: str, system: str, workload: str, policy: str, rep: int,
+               roofline: bool = True) -> CellPlan:
+    """One cell's plan (``roofline=False``: no device roofline, e.g. a motivation cell)."""
+    server = config["server"]
+    w = config["workloads"][workload]
+    # The no-persistence bound writes nothing: no On-Demand-Snapshot, nothing to
+    # recover, and no device roofline (its siblings measure the same namespace's).
+    logs = persists(system)
+    derived = Sizing(
+        appendfsync=POLICY_APPENDFSYNC[policy],
+        auto_aof_rewrite_min_size_bytes=sizing.aof_rewrite_min_size_bytes(config, workload),
+        auto_aof_rewrite_percentage=server["auto_aof_rewrite_percentage"],
+        expected_sets=sizing.expected_sets(config, workload),
+        expected_wal_bytes=sizing.expected_wal_bytes(config, workload),
+        expected_dataset_bytes=sizing.expected_dataset_bytes(config, workload),
+        image_size_bytes=(sizing.image_size_bytes(config, system, workload, policy)
+                          if testbed == "bare" else None))
+    bin_dir = p.redis_build(build_system(system), version) / "bin"
+    ycsb_dir = p.ycsb_build(ycsb_version) if workload == "ycsb-a" else None
+    if testbed == "vm":
+        needs = (paths.BOX_PATTERN,)
+    else:
+        needs = (str((bin_dir / "redis-server").relative_to(p.build_dir)),)
+        if ycsb_dir is not None:
+            needs += (paths.YCSB_BUILD_RECORD_PATTERN.format(version=ycsb_version),)
+    filesystem = SYSTEM_FILESYSTEM.get(system)
+    return CellPlan(
+        cell=Cell(testbed, system, workload, policy, rep),
+        profile=config["profile"], redis_version=version,
+        workload=(_workload(workload, w) if logs else
+                  replace(_workload(workload, w), on_demand_snapshot=False)),
+        server=Server(sampler_interval_s=float(server["sampler_interval_s"]),
+                      start_timeout_s=float(server["start_timeout_s"]),
+                      snapshot_timeout_s=float(server["snapshot_timeout_s"])),
+        recovery=(Recovery(**config["recovery"]) if logs else
+                  Recovery(**{**config["recovery"], "enabled": False})),
+        sizing=derived,
+        slimio=(_slimio(config, system, testbed, workload, policy)
+                if is_slimio(system) else None),
+        bare=(Bare(filesystem=filesystem or config["testbeds"]["bare"]["filesystem"],
+                   direct_io=config["testbeds"]["bare"]["direct_io"])
+              if testbed == "bare" else None),
+        vm=(_vm(config, profile, roofline=logs and roofline, filesystem=filesystem)
+            if testbed == "vm" else None),
+        redis_bin_dir=str(bin_dir), ycsb_dir=str(ycsb_dir) if ycsb_dir else None,
+        needs=needs)

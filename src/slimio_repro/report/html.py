@@ -22,6 +22,10 @@ TEMPLATE = Path(__file__).with_name("report.html.j2")
 
 # The tables, in the paper's order; the WAF evidence has its own section.
 TABLES = [
+    ("table1_snapshot_impact", "Table 1: stock Redis's throughput and memory with a snapshot "
+                               "running (EXT4, F2FS)"),
+    ("table2_fs_write_path_cpu", "Table 2: the file system's write path in the snapshot "
+                                 "process's CPU"),
     ("table3_redis_benchmark", "Table 3: redis-benchmark"),
     ("table3_ratios", "Table 3: ratios to the baseline"),
     ("table4_ycsb_a", "Table 4: YCSB-A"),
@@ -35,6 +39,8 @@ WAF_TABLES = [("ftl_waf", "Modelled device WAF (FTL model, placement honoured an
               ("waf_sensitivity", "WAF sensitivity: reclaim unit size, over-provisioning, "
                                   "handles")]
 FIGURES = [
+    ("fig2_snapshot_analysis", "Figure 2: where a snapshot's time goes, and its throughput "
+                               "against the ideal"),
     ("fig4_runtime_rps", "Figure 4: Baseline vs SlimIO w/o FDP, runtime RPS (Periodical-Log)"),
     ("fig5_runtime_rps", "Figure 5: Baseline vs SlimIO, runtime RPS (Periodical-Log)"),
 ]

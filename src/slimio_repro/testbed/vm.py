@@ -446,14 +446,16 @@ def guest_python(vm: Vm, args: str, extra: dict[str, bytes], timeout: float,
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
-    """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``."""
-    cell = plan.cell
+    """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``. A
+    motivation cell (``plan.motivation``) runs its scenarios (guest.motivation) instead of
+    the matrix's workload."""
+    command = "motivation-cell" if plan.motivation is not None else "run-cell"
     out_dir, box_file = out_dir.resolve(), box_file.resolve()
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                       "(delete it to run the cell again)")
     vm_cfg, profile = plan.vm, plan.vm.device
-    vm_dir = work_dir(vm_cfg.work_dir) / cell.id
+    vm_dir = work_dir(vm_cfg.work_dir) / plan.id
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
@@ -475,18 +477,18 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     try:
         with phases.phase("boot"):
             vm.up()
-        guest_raw = f"{GUEST_CELLS_DIR}/raw/{cell.id}"
+        guest_raw = f"{GUEST_CELLS_DIR}/raw/{plan.id}"
         t0 = time.monotonic()
         # One SSH command for the whole cell: the code and the plan go in, the guest
         # provisions itself (guest.provision) after checking that it is the box that was
         # booted, then runs the cell.
         proc = guest_python(
-            vm, f"run-cell --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
+            vm, f"{command} --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
                 f"--expect-box-id {box_record['inputs_sha256']} "
                 f"--expect-kernel {box_record['guest_kernel']}",
             {layout.RAW_PLAN: guest_plan(plan).to_json().encode()},
             timeout=plan.workload.timeout_s * 3, clear=[guest_raw, f"{guest_raw}.partial"])
-        (records / "guest-run-cell.log").write_bytes(proc.stdout)
+        (records / f"guest-{command}.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
             raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")

@@ -1,0 +1,88 @@
+# Motivation stage: the paper's Table 1 (§2.2), Table 2 and Figure 2 (§3.1), with their
+# claims' verdicts. `snakemake motivation` (make motivation); part of `reproduce` where the
+# profile says motivation.in_reproduce (the paper profile).
+
+MOTIVATION_CELLS = PLAN.motivation_cells
+MOTIVATION_RECORDS = [
+    results(pathsmod.MOTIVATION_RECORD_PATTERN).format(**c.cell.wildcards())
+    for c in MOTIVATION_CELLS
+]
+TABLE1_RECORDS = [
+    results(pathsmod.CELL_RECORD_PATTERN).format(**c.cell.wildcards())
+    for c in PLAN.table1_cells
+]
+MOTIVATION_OUTPUTS = (
+    [results(f"tables/{name}.{ext}") for name in pathsmod.MOTIVATION_TABLES for ext in ("csv", "md")]
+    + [results(pathsmod.MOTIVATION_TABLE)]
+    + [results(f"{pathsmod.MOTIVATION_FIGURE}.{ext}") for ext in ("png", "pdf", "caption.txt")]
+    + [results(v) for v in pathsmod.MOTIVATION_VERDICT_FILES.values()]
+)
+
+
+rule run_motivation_cell:
+    """One motivation cell: its system's snapshots with no writes and with writes, under perf,
+    in its own VM."""
+    input:
+        box=build(pathsmod.BOX_PATTERN),
+    output:
+        raw=directory(results(pathsmod.MOTIVATION_RAW_PATTERN)),
+    log:
+        results(f"logs/run_motivation_cell/{pathsmod.MOTIVATION_ID_PATTERN}.log"),
+    params:
+        plan=lambda wildcards: PLAN.cell(pathsmod.MOTIVATION_ID_PATTERN.format(**wildcards)),
+        plan_sha256=lambda wildcards: PLAN.cell(
+            pathsmod.MOTIVATION_ID_PATTERN.format(**wildcards)
+        ).sha256(),
+    threads: workflow.cores
+    priority: 10
+    script:
+        "../scripts/run_motivation_cell.py"
+
+
+rule parse_motivation_cell:
+    input:
+        raw=results(pathsmod.MOTIVATION_RAW_PATTERN),
+    output:
+        record=results(pathsmod.MOTIVATION_RECORD_PATTERN),
+    log:
+        results(f"logs/parse_motivation_cell/{pathsmod.MOTIVATION_ID_PATTERN}.log"),
+    script:
+        "../scripts/parse_motivation_cell.py"
+
+
+rule motivation_outputs:
+    """Table 1, Table 2, Figure 2 and the records the motivation's claims are judged on."""
+    input:
+        motivation_available,
+        motivation=MOTIVATION_RECORDS,
+        table1=TABLE1_RECORDS,
+    output:
+        tables=[results(f"tables/{name}.{ext}") for name in pathsmod.MOTIVATION_TABLES for ext in ("csv", "md")],
+        records=results(pathsmod.MOTIVATION_TABLE),
+        figure=[results(f"{pathsmod.MOTIVATION_FIGURE}.{ext}") for ext in ("png", "pdf", "caption.txt")],
+    log:
+        results("logs/motivation_outputs.log"),
+    script:
+        "../scripts/motivation_outputs.py"
+
+
+rule judge_motivation_claims:
+    """The motivation's claims (ids mot-*) judged on its records alone."""
+    input:
+        records=results(pathsmod.MOTIVATION_TABLE),
+        claims=config["claims"]["file"],
+    output:
+        **{k: results(v) for k, v in pathsmod.MOTIVATION_VERDICT_FILES.items()},
+    log:
+        results("logs/judge_motivation_claims.log"),
+    params:
+        prefix=pathsmod.MOTIVATION_CLAIMS,
+    script:
+        "../scripts/judge_claims.py"
+
+
+rule motivation:
+    """Table 1, Table 2 and Figure 2 of the paper, and the verdicts of its motivation claims."""
+    input:
+        motivation_available,
+        MOTIVATION_OUTPUTS,
