@@ -192,3 +192,48 @@ def test_the_gc_model_adds_nothing_on_a_fresh_device_and_what_theory_says_on_an_
     # FEMU's model keeps a quarter of the flash free, so it amplifies more than greedy.
     assert agg.aged_waf(256 << 20, 4 << 20, 32 << 20, "femu-fdp", 0.9) > \
         agg.aged_waf(256 << 20, 4 << 20, 32 << 20, "greedy", 0.9)
+
+
+def test_a_run_without_the_motivation_is_told_where_its_claims_are_judged(fixture_results):
+    from slimio_repro.claims import catalog, judge
+    claims = {c.id: c for c in catalog.load()}
+    records = pd.read_csv(fixture_results / paths.CELLS_TABLE)
+    for cid in ("mot-t1-ext4-rps-drop-28pct", "mot-t2-f2fs-cpu-grows-with-wal"):
+        v = judge.judge(claims[cid], records)
+        assert v.verdict == judge.UNTESTABLE and "make motivation" in v.reason, (cid, v.reason)
+
+
+def sched_line(t: float, event: str, **f) -> str:
+    """One event as `perf script -F time,event,trace` prints it."""
+    if event == "sched_switch":
+        trace = (f"prev_comm=x prev_pid={f['prev']} prev_prio=120 prev_state={f['state']} "
+                 f"==> next_comm=y next_pid={f['next']} next_prio=120")
+    else:
+        trace = f"comm=x pid={f['pid']} prio=120 target_cpu=001"
+    return f"  {t:.6f}: sched:{event}: {trace}"
+
+
+def test_off_cpu_time_split_by_why_on_a_trace_built_by_hand():
+    from slimio_repro.parse import schedtrace
+    text = "\n".join([
+        # blocked in I/O 1.0-1.3, woken, waits 0.05 for a CPU
+        sched_line(1.0, "sched_switch", prev=7, state="D", next=0),
+        sched_line(1.3, "sched_wakeup", pid=7),
+        sched_line(1.35, "sched_switch", prev=0, state="R", next=7),
+        # preempted 2.0-2.2: all of it waiting for a CPU
+        sched_line(2.0, "sched_switch", prev=7, state="R+", next=9),
+        sched_line(2.2, "sched_switch", prev=9, state="S", next=7),
+        # asleep on a lock 3.0-3.1, then 0.02 to run
+        sched_line(3.0, "sched_switch", prev=7, state="S", next=0),
+        sched_line(3.1, "sched_wakeup", pid=7),
+        sched_line(3.12, "sched_switch", prev=0, state="R", next=7),
+        # another thread's events count for nothing here
+        sched_line(4.0, "sched_switch", prev=9, state="D", next=0),
+        sched_line(4.5, "sched_switch", prev=0, state="R", next=9),
+    ])
+    off = schedtrace.off_cpu(text, 7)
+    assert off.switches == 3
+    assert off.io_s == pytest.approx(0.3) and off.asleep_s == pytest.approx(0.1)
+    assert off.runqueue_s == pytest.approx(0.05 + 0.2 + 0.02)
+    with pytest.raises(schedtrace.SchedTraceError, match="line 1"):
+        schedtrace.off_cpu("not a trace", 7)

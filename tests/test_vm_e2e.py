@@ -374,7 +374,8 @@ def test_motivation_runs_its_cells_in_vms_and_writes_tables_1_2_and_figure_2(tmp
                      "policies: [periodical], repetitions: 1}",
                      "workloads={redis-benchmark: {requests: 6000, keyspace: 2000}}",
                      "server={sampler_interval_s: 0.25}",
-                     "motivation={repetitions: 1, systems: [baseline, slimio]}")
+                     "motivation={repetitions: 1, systems: [baseline, slimio], "
+                     "wal_requests: 60000}")
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     assert set(_domains()) == before, "a motivation VM was left behind"
     ext4 = json.loads((results / "cells" /
@@ -389,6 +390,9 @@ def test_motivation_runs_its_cells_in_vms_and_writes_tables_1_2_and_figure_2(tmp
         assert base[f"{pre}_samples"] > 20 and slim[f"{pre}_samples"] > 5
         assert base[f"{pre}_fs_write_path_cpu_pct"] > 0, "F2FS's write path in the child"
         assert slim[f"{pre}_fs_write_path_cpu_pct"] == 0, "no file system under passthru"
+    assert base["mot_writes_covered_snapshot"] and slim["mot_writes_covered_snapshot"]
+    # The scheduler's events saw the child leave its CPU, and F2FS's child block in I/O.
+    assert base["mot_snapshot_wal_switches"] > 0 and base["mot_snapshot_wal_blocked_io_s"] > 0
     assert base["mot_wal_write_mb_s_during_snapshot"] > 0
     assert slim["mot_ideal_mb_s"] > 0
     import pandas as pd

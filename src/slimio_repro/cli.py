@@ -117,8 +117,10 @@ def cmd_claims(args) -> int:
     """Judge the paper's claims on a finished run and print the one-screen summary."""
     from . import claims
     results = Path(args.results_dir)
+    # The motivation's records too, where `make motivation` ran into the same directory.
+    extra = tuple(f for f in [results / paths.MOTIVATION_TABLE] if f.is_file())
     out = claims.judge_run(results / paths.CELLS_TABLE, Path(args.claims),
-                           results / Path(paths.VERDICT_FILES["csv"]).parent)
+                           results / Path(paths.VERDICT_FILES["csv"]).parent, extra)
     print(out["summary"].read_text(), end="")
     return 0
 
@@ -274,7 +276,8 @@ def main(argv: list[str] | None = None) -> int:
                    "unit status the device reported (exit 1 on a mismatch)")
     p.set_defaults(func=cmd_ftl)
     p = sub.add_parser("claims", help="judge the paper's claims on a finished run "
-                       "(results/claims/verdicts.*) and print the summary")
+                       "(results/claims/verdicts.*; with its motivation's records where "
+                       "make motivation wrote them there) and print the summary")
     p.add_argument("results_dir", help="a run's results directory, e.g. results")
     p.add_argument("--claims", default=str(paths.CLAIMS_FILE), help="the claims file")
     p.set_defaults(func=cmd_claims)

@@ -255,10 +255,30 @@ def _interval(data: tuple, statistic) -> tuple[float | None, float | None]:
     return (None, None) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
 
 
+# What the motivation measures (its cells' metrics, Table 1's EXT4 system): a run without
+# it is told where it is judged.
+MOTIVATION_METRIC_PREFIX = "mot_"
+MOTIVATION_SYSTEMS = ("baseline-ext4",)
+MOTIVATION_HINT = ("measured by the motivation, which this run does not include: `make "
+                   "motivation` judges it (results/claims/motivation/verdicts.md), or "
+                   "motivation.in_reproduce adds it to the run")
+
+
+def _needs_motivation(c: Claim, records: pd.DataFrame) -> bool:
+    for t in c.terms():
+        if t.metric.startswith(MOTIVATION_METRIC_PREFIX) and t.metric not in records.columns:
+            return True
+        if t.system in MOTIVATION_SYSTEMS and t.system not in set(records["system"]):
+            return True
+    return False
+
+
 def judge(c: Claim, records: pd.DataFrame) -> Verdict:
     """The verdict of one claim on one run's records (one row per cell)."""
     if c.not_testable:
         return Verdict(c, UNTESTABLE, c.not_testable)
+    if _needs_motivation(c, records):
+        return Verdict(c, UNTESTABLE, MOTIVATION_HINT)
     testbed = "vm" if c.testbed == "model" else c.testbed
     terms = c.terms()
     # Each distinct set of cells is one bootstrap sample; its terms share the resample.

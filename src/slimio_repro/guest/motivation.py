@@ -15,6 +15,9 @@ dataset, then:
 Each of the first two runs under ``perf record`` (software clock, call graphs, the server
 and the fork child it makes); the child's samples are kept as ``perf script`` text
 (``perf-<scenario>.txt.gz``), which the host attributes (:mod:`slimio_repro.parse.perfprofile`).
+A second ``perf record -a`` takes every context switch and wakeup meanwhile; those naming
+the child's threads are kept (``sched-<scenario>.txt.gz``): when the child was off its CPU,
+blocked (in I/O, or asleep) or waiting for a CPU (:mod:`slimio_repro.parse.schedtrace`).
 ``scenarios.json`` holds per scenario the snapshot's times and bytes (from the server log,
 :func:`.redislog.snapshots`), the child's pid, and the WAL's bytes and the server's commands
 at the snapshot's start and end (INFO), from which the host forms the WAL's rates. The
@@ -49,6 +52,9 @@ SCENARIOS_FILE = "scenarios.json"
 PERF_FILE = "perf-{scenario}.txt.gz"
 # What perf script prints per sample (parse.perfprofile reads these fields).
 PERF_FIELDS = "comm,pid,tid,time,period,event,ip,sym,dso"
+SCHED_FILE = "sched-{scenario}.txt.gz"
+# What perf script prints per scheduler event (parse.schedtrace reads these).
+SCHED_FIELDS = "time,event,trace"
 CHILD_RE = re.compile(r"Background saving started by pid (\d+)")
 
 
@@ -58,6 +64,31 @@ def perf_record(pid: int, frequency_hz: int, data: Path) -> subprocess.Popen:
     return subprocess.Popen(["perf", "record", "-q", "-g", "-e", "cpu-clock", "-F",
                              str(frequency_hz), "-p", str(pid), "-o", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def sched_record(data: Path) -> subprocess.Popen:
+    """perf records every context switch and wakeup of the machine (a task's switch-in and
+    its wakeup happen in another task's context, so a per-process recording misses them):
+    when the snapshot's threads were off their CPU, and why (Figure 2a's waiting time)."""
+    return subprocess.Popen(["perf", "record", "-q", "-a", "-e", "sched:sched_switch", "-e",
+                             "sched:sched_wakeup", "-o", str(data)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+
+
+def sched_script(data: Path, pid: int, out_gz: Path) -> int:
+    """The scheduler events naming process ``pid``'s threads (``pid=`` in the tracepoint's
+    text), gzipped; their count. The child's threads' ids follow its pid (SlimIO's child
+    starts one more), so the events of ids pid..pid+7 are kept."""
+    proc = subprocess.run(["perf", "script", "-i", str(data), "-F", SCHED_FIELDS],
+                          capture_output=True, timeout=900)
+    if proc.returncode != 0:
+        raise CellError(f"perf script (sched) failed ({proc.returncode}): "
+                        f"{proc.stderr.decode(errors='replace').strip()[-500:]}")
+    ids = re.compile(rb"pid=(" + b"|".join(str(pid + i).encode() for i in range(8)) + rb")\b")
+    kept = [line for line in proc.stdout.splitlines() if ids.search(line)]
+    with gzip.open(out_gz, "wb") as fh:
+        fh.write(b"\n".join(kept) + b"\n")
+    return len(kept)
 
 
 def perf_events_open(perf_pid: int) -> int:
@@ -137,23 +168,32 @@ def snapshot(server: RedisServer, log: Path, partial: Path, scenario: str, plan:
     (``ended`` is called as soon as the BGSAVE ended; what it returns is recorded)."""
     m = plan.motivation
     data = partial / f"perf-{scenario}.data"
+    sched = partial / f"sched-{scenario}.data"
     rec = perf_record(server.pid, m.perf_frequency_hz, data)
     extra = {}
     try:
-        wait_attached(rec)
-        before = counters(server, plan.is_slimio)
-        server.bgsave(plan.server.snapshot_timeout_s)
-        after = counters(server, plan.is_slimio)
-        if ended is not None:
-            extra = ended()
+        srec = sched_record(sched)
+        try:
+            wait_attached(rec)
+            wait_attached(srec)
+            before = counters(server, plan.is_slimio)
+            server.bgsave(plan.server.snapshot_timeout_s)
+            after = counters(server, plan.is_slimio)
+            if ended is not None:
+                extra = ended()
+        finally:
+            perf_stop(srec, sched)
     finally:
         perf_stop(rec, data)
     text = log.read_text()
     event = [e for e in redislog.snapshots(text) if e["kind"] == "on_demand_snapshot"][-1]
     pid = child_pid(text)
     samples = perf_script(data, pid, partial / PERF_FILE.format(scenario=scenario))
+    events = sched_script(sched, pid, partial / SCHED_FILE.format(scenario=scenario))
     data.unlink()
+    sched.unlink()
     out = {"scenario": scenario, "child_pid": pid, "child_samples": samples,
+           "sched_events": events,
            "duration_s": event.get("child_duration_s", event["duration_s"]),
            "parent_duration_s": event["duration_s"],
            "start_unix_s": event["start_unix_s"], "end_unix_s": event["end_unix_s"],
@@ -289,4 +329,9 @@ def snapshot_with_writes(server: RedisServer, log: Path, partial: Path, plan: Ce
                 client.kill()
                 client.wait()
     server.wait_idle(plan.server.snapshot_timeout_s)
+    if not got["writes_running_at_end"]:
+        raise CellError(
+            f"the Snapshot & WAL scenario's {m.wal_requests} SETs ended before its snapshot "
+            f"did (it ran {got['duration_s']:.1f} s, after {m.lead_s} s of writes and perf's "
+            "start), so part of it had no writes arriving: raise motivation.wal_requests")
     return got

@@ -5,16 +5,16 @@
   fork child), the drop in percent, n and spread;
 * Table 2 and Figure 2 from the motivation cells' records (:mod:`slimio_repro.parse.motivation`):
   the file system's write path over the snapshot child's CPU; where each snapshot's time
-  went (in-memory work, kernel I/O path, off-CPU waiting); snapshot and WAL throughput
-  against the ideal (SlimIO's BGSAVE into its discard sink: the same serialisation with no
-  I/O, the mean over the SlimIO cells);
+  went (in-memory work, kernel I/O path, blocked in I/O, waiting for a CPU); snapshot and
+  WAL throughput against the ideal (SlimIO's BGSAVE into its discard sink: the same
+  serialisation with no I/O, the mean over the SlimIO cells);
 * "Snapshot & WAL (under GC)" is **modelled**: QEMU's device has no garbage collection, so
   the FTL model (:mod:`slimio_repro.ftl`, the run's ``ftl.model``) ages a device of the
   cells' geometry to its steady state (``motivation.gc_utilization`` of it live data,
   overwritten at random) and then writes the snapshot's and the WAL's bytes to it; their
-  write amplification ``waf_aged`` stretches the snapshot's off-CPU (device) time: time
-  under GC = measured Snapshot & WAL time + off-CPU time x (waf_aged - 1). A model of the
-  device work, labelled as such wherever it appears.
+  write amplification ``waf_aged`` stretches the time the snapshot was blocked in I/O (its
+  device time): time under GC = measured Snapshot & WAL time + blocked-in-I/O time x
+  (waf_aged - 1). A model of the device work, labelled as such wherever it appears.
 """
 
 from __future__ import annotations
@@ -44,9 +44,11 @@ SYSTEM_LABEL = {"baseline": "Baseline (F2FS)", "baseline-ext4": "Baseline (EXT4)
                 "slimio": "SlimIO"}
 SCENARIOS = (("snapshot_only", "Snapshot only"), ("snapshot_wal", "Snapshot & WAL"),
              ("snapshot_wal_gc", "Snapshot & WAL (under GC, modelled)"))
-PARTS = (("in_memory_s", "in-memory work", "tab:blue"),
-         ("kernel_io_s", "kernel I/O path", "tab:orange"),
-         ("offcpu_s", "off-CPU (device, writeback, locks)", "tab:gray"),
+PARTS = (("in_memory_s", "in-memory work (CPU)", "tab:blue"),
+         ("kernel_io_s", "kernel I/O path (CPU)", "tab:orange"),
+         ("blocked_io_s", "blocked in I/O (device, writeback)", "tab:gray"),
+         ("cpu_wait_s", "waiting for a CPU", "tab:olive"),
+         ("other_s", "other (locks, sampling error)", "lightgray"),
          ("gc_extra_s", "modelled GC device work", "tab:red"))
 
 
@@ -175,8 +177,12 @@ def with_derived(df: pd.DataFrame, device: dict | None = None, model: str = "fem
             wafs.append(aged_waf(device["capacity_bytes"], device["ru_bytes"], int(written),
                                  model, utilization))
         df["mot_gc_waf_modelled"] = wafs
-        df["mot_snapshot_wal_gc_extra_s"] = df["mot_snapshot_wal_offcpu_s"] * (
-            df["mot_gc_waf_modelled"] - 1)
+        # The device's share of the snapshot's time: its main thread blocked in I/O (the
+        # scheduler's events), or all its off-CPU time where a cell has no such events.
+        device_s = df.get("mot_snapshot_wal_blocked_io_s",
+                          pd.Series(math.nan, index=df.index)).fillna(
+            df["mot_snapshot_wal_offcpu_s"])
+        df["mot_snapshot_wal_gc_extra_s"] = device_s * (df["mot_gc_waf_modelled"] - 1)
         df["mot_snapshot_wal_gc_modelled_time_s"] = (df["mot_snapshot_wal_time_s"]
                                             + df["mot_snapshot_wal_gc_extra_s"])
     return df
@@ -234,10 +240,15 @@ def figure2_frame(df: pd.DataFrame) -> pd.DataFrame:
             pre = "mot_snapshot_wal" if scen == "snapshot_wal_gc" else f"mot_{scen}"
             if scen == "snapshot_wal_gc" and "mot_snapshot_wal_gc_modelled_time_s" not in g:
                 continue
+            offcpu = g[f"{pre}_offcpu_s"].mean()
+            blocked = g[f"{pre}_blocked_io_s"].mean() if f"{pre}_blocked_io_s" in g else 0.0
+            waiting = g[f"{pre}_cpu_wait_s"].mean() if f"{pre}_cpu_wait_s" in g else 0.0
             row = {"system": system, "scenario": scen, "label": label, "n": len(g),
                    "in_memory_s": g[f"{pre}_in_memory_s"].mean(),
                    "kernel_io_s": g[f"{pre}_kernel_io_s"].mean(),
-                   "offcpu_s": g[f"{pre}_offcpu_s"].mean(),
+                   "blocked_io_s": blocked, "cpu_wait_s": waiting,
+                   "other_s": max(0.0, offcpu - blocked - waiting),
+                   "offcpu_s": offcpu,
                    "gc_extra_s": (g["mot_snapshot_wal_gc_extra_s"].mean()
                                   if scen == "snapshot_wal_gc" else 0.0),
                    "time_s": g["mot_snapshot_wal_gc_modelled_time_s" if scen == "snapshot_wal_gc"
@@ -327,8 +338,8 @@ def notes(df: pd.DataFrame) -> list[str]:
                    f"{df['mot_gc_utilization'].iloc[0]:.0%} of it live random data "
                    "(motivation.gc_utilization), gives the snapshot's and WAL's bytes a "
                    f"write amplification of {df['mot_gc_waf_modelled'].min():.2f}-"
-                   f"{df['mot_gc_waf_modelled'].max():.2f}, which stretches the measured "
-                   "off-CPU (device) time by that factor less one.")
+                   f"{df['mot_gc_waf_modelled'].max():.2f}, which stretches the time the "
+                   "snapshot was blocked in I/O by that factor less one.")
     if "mot_writes_covered_snapshot" in df and not df["mot_writes_covered_snapshot"].all():
         bad = ", ".join(df.loc[~df["mot_writes_covered_snapshot"].astype(bool), "cell_id"])
         out.append(f"WARNING: in {bad} the writes ended before the snapshot did: raise "
@@ -378,9 +389,11 @@ def write_all(motivation_files: list[Path], table1_files: list[Path], results_di
     records.to_csv(tables / "motivation_cells.csv", index=False)
     written.append(tables / "motivation_cells.csv")
     frame = figure2_frame(df)
-    caption = ("Figure 2 (reproduced): (a) where each snapshot's time went, from the snapshot "
-               "child's CPU profile (in-memory work; kernel I/O path) and the rest of its "
-               "duration (off-CPU); (b) snapshot and WAL throughput against the ideal. "
+    caption = ("Figure 2 (reproduced): (a) where each snapshot's time went: the snapshot "
+               "child's main thread on its CPU (perf samples: in-memory work, kernel I/O "
+               "path) and off it (the scheduler's events: blocked in I/O, i.e. the device as "
+               "the snapshot sees it, waiting for a CPU, other); (b) snapshot and WAL "
+               "throughput against the ideal. "
                + " ".join(notes(df)))
     png, pdf = figures / "fig2_snapshot_analysis.png", figures / "fig2_snapshot_analysis.pdf"
     plot_figure2(frame, png, pdf, caption)

@@ -11,6 +11,9 @@ Per scenario (``snapshot_only``, ``snapshot_wal``; metric names ``mot_<scenario>
   the duration (the thread waiting: on the device, the page cache's writeback, locks, or a
   CPU), Figure 2a's three parts; ``kernel_io_share_pct`` the kernel I/O path's share of the
   duration (§3.1.1: "15 % of the snapshot duration");
+* from the scheduler's events (:mod:`.schedtrace`), the main thread's off-CPU time by why:
+  ``blocked_io_s`` (uninterruptible sleep: I/O, the device's time as the thread sees it),
+  ``asleep_s`` (other sleeps: locks) and ``cpu_wait_s`` (runnable, waiting for a CPU);
   ``fs_write_path_cpu_pct`` the file system's write path over the child's CPU (Table 2) and
   ``fs_control_cpu_pct`` the same without the data copy;
 * Snapshot & WAL only: the WAL's rate (MB/s) and the server's commands per second before
@@ -28,7 +31,7 @@ import json
 from pathlib import Path
 
 from ..guest import layout, motivation as guest_motivation
-from . import perfprofile
+from . import perfprofile, schedtrace
 from .cell import ParseError, run_environment
 
 MB = 1e6
@@ -72,6 +75,17 @@ def parse_motivation_cell(raw: Path) -> dict:
         except perfprofile.PerfProfileError as exc:
             raise ParseError(f"{raw}: the {scenario} profile: {exc}") from None
         duration = s["duration_s"]
+        sched = raw / guest_motivation.SCHED_FILE.format(scenario=scenario)
+        if sched.is_file():     # cells recorded before the scheduler's events were
+            try:
+                off = schedtrace.off_cpu(gzip.decompress(sched.read_bytes()).decode(
+                    errors="replace"), s["child_pid"])
+            except schedtrace.SchedTraceError as exc:
+                raise ParseError(f"{raw}: the {scenario} scheduler trace: {exc}") from None
+            record.update({f"{pre}_blocked_io_s": off.io_s,
+                           f"{pre}_asleep_s": off.asleep_s,
+                           f"{pre}_cpu_wait_s": off.runqueue_s,
+                           f"{pre}_switches": off.switches})
         record.update({
             f"{pre}_time_s": duration,
             f"{pre}_bytes": s["snapshot_bytes"],
