@@ -4,7 +4,7 @@
 #   make test        set up this host and run the whole test suite (what .ci/run runs)
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
 #   make motivation  the paper's motivation (Tables 1-2, Figure 2) and its claims' verdicts
-#                    (results/claims/motivation/), about 9 minutes on smoke; part of
+#                    (results/claims/motivation/), about 10 minutes on smoke; part of
 #                    reproduce where the profile says motivation.in_reproduce (paper)
 #   make crash-campaign  SlimIO and stock Redis crashed and restarted 1000 times (config's
 #                    crash section; results/crash/summary.md); exit 1 on any finding

@@ -98,6 +98,13 @@ def test_parse_a_real_baseline_motivation_cell():
     assert r["mot_wal_write_mb_s_before_snapshot"] > 0
     assert r["mot_wal_write_mb_s_during_snapshot"] > 0
     assert r["mot_writes_covered_snapshot"] is True
+    # The scheduler's events account for the time the samples leave off the CPU: with the
+    # client and the server beside it on two vCPUs, the child waits for a CPU.
+    for pre in ("mot_snapshot_only", "mot_snapshot_wal"):
+        off = r[f"{pre}_blocked_io_s"] + r[f"{pre}_asleep_s"] + r[f"{pre}_cpu_wait_s"]
+        assert r[f"{pre}_switches"] > 0
+        assert off == pytest.approx(r[f"{pre}_offcpu_s"], abs=0.25)
+    assert r["mot_snapshot_wal_cpu_wait_s"] > r["mot_snapshot_only_cpu_wait_s"]
     assert "mot_ideal_mb_s" not in r
 
 
