@@ -81,6 +81,10 @@ def test_an_explicit_wal_region_too_small_for_the_motivation_is_refused():
     # ... and where it does not, only `snakemake motivation` is refused (with the same words).
     p = planmod.make(smoke(slimio={"wal_size_mb": 400}), check_sources=False)
     assert p.motivation_cells == () and "lower motivation" in p.motivation_unavailable
+    # A derived region grows with the writes, up to the device's capacity (8 GiB in smoke).
+    with pytest.raises(planmod.ConfigError, match=r"needs a \d+ MiB device .* qemu-fdp-smoke"):
+        planmod.make(smoke(motivation={"in_reproduce": True, "wal_requests": 2_000_000}),
+                     check_sources=False)
 
 
 def test_parse_a_real_baseline_motivation_cell():

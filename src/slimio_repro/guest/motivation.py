@@ -217,7 +217,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     (``<out_dir>.partial`` until it completed; never overwritten)."""
     if plan.motivation is None:
         raise CellError(f"{plan.id} is not a motivation cell (its plan has no motivation)")
-    m, workload = plan.motivation, plan.workload
+    workload = plan.workload
     out_dir, bin_dir = out_dir.resolve(), Path(plan.redis_bin_dir).resolve()
     if plan.cell.testbed != "vm" or not vmstorage.inside_guest(plan.vm):
         raise CellError(f"motivation cell {plan.id} runs inside its VM (perf in the guest, "

@@ -195,6 +195,13 @@ def _motivation_cell(config: dict, p: paths.Paths, profile, version: str, ycsb_v
         whole["slimio"] = {**s, "wal_size_mb": -(-int(need) // MIB) + s["wal_margin_mb"]}
     cell = _cell_plan(whole, p, profile, version, ycsb_version, "vm", system,
                       "redis-benchmark", "periodical", rep, roofline=False)
+    if cell.is_slimio and cell.slimio.device_bytes > profile.capacity_bytes:
+        raise ConfigError(
+            f"motivation: SlimIO's motivation cell needs a {cell.slimio.device_bytes / MIB:.0f}"
+            f" MiB device (its WAL region holds fill_requests {fill} and wal_requests "
+            f"{scenarios.wal_requests} SETs with no WAL-Snapshot), and testbeds.vm."
+            f"device_profile {profile.name} has {profile.capacity_bytes / MIB:.0f} MiB: lower "
+            "motivation.fill_requests or motivation.wal_requests")
     if cell.is_slimio and wal > cell.slimio.wal_size_bytes * checks.SLIMIO_REWRITE_FILL:
         raise ConfigError(
             f"motivation: a motivation cell writes {wal / MIB:.0f} MiB of WAL "
