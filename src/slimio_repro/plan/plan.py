@@ -20,9 +20,9 @@ from ..guest import (BASELINE_EXT4, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare,
                      policies_of)
 from . import checks, sizing
 from .checks import ConfigError
+from .device import load_device_profile
 
 MIB = 1 << 20
-from .device import load_device_profile
 
 
 @dataclass(frozen=True)
