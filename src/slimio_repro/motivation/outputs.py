@@ -19,14 +19,14 @@
 
 from __future__ import annotations
 
-import json
+import copy
 import math
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from ..aggregate import plot
+from ..aggregate import plot, tables
 from ..ftl import FEMU_OP, Device, Geometry
 
 # Table 1 of the paper (RPS; peak memory in GB, printed as integers).
@@ -117,11 +117,7 @@ def table1_markdown(t: pd.DataFrame, notes: list[str]) -> str:
 
 def load(files: list[Path]) -> pd.DataFrame:
     """Records (one per cell), in the tables' order: system (as SYSTEM_LABEL), then rep."""
-    rows = []
-    for f in files:
-        rec = json.loads(Path(f).read_text())
-        rows.append({k: v for k, v in rec.items() if not isinstance(v, (list, dict))})
-    df = pd.DataFrame(rows)
+    df = tables.load_records(files)
     if df.empty:
         return df
     order = {s: i for i, s in enumerate(SYSTEM_LABEL)}
@@ -129,14 +125,14 @@ def load(files: list[Path]) -> pd.DataFrame:
     return df.sort_values(["_o", "rep"]).drop(columns="_o").reset_index(drop=True)
 
 
-def aged_waf(capacity_bytes: int, ru_bytes: int, written_bytes: int, model: str,
-             utilization: float = 0.75, seed: int = 1) -> float:
-    """The write amplification of ``written_bytes`` written in order onto a device of this
-    geometry (no placement: one handle) aged to GC's steady state: ``utilization`` of its
-    user capacity holds live data, written once and then overwritten twice over at random
-    (the rest never written: the device is then one of that user capacity with the same
-    flash). With FEMU's model (GC keeps a quarter of the flash free) a full device
-    (utilization 1) amplifies 6-8x; 0.75 gives about 2x, 0.5 about 1.3x."""
+def aged_device(capacity_bytes: int, ru_bytes: int, model: str, utilization: float = 0.75,
+                seed: int = 1) -> Device:
+    """A modelled device of this geometry (no placement: one handle) aged to GC's steady
+    state: ``utilization`` of its user capacity holds live data, written once and then
+    overwritten twice over at random (the rest never written: the device is then one of
+    that user capacity with the same flash). With FEMU's model (GC keeps a quarter of the
+    flash free) a full device (utilization 1) amplifies 6-8x; 0.75 gives about 2x, 0.5
+    about 1.3x."""
     page = 4096
     # The model keeps a page per entry: a large device is modelled with larger pages (the
     # WAF depends on the units' fill, not on the page size).
@@ -149,10 +145,26 @@ def aged_waf(capacity_bytes: int, ru_bytes: int, written_bytes: int, model: str,
     dev = Device(geo, model)
     dev.write_sequential(0, geo.user_pages)
     dev.uniform_random(2 * geo.user_pages, seed=seed)
-    pages = max(1, written_bytes // page)
+    return dev
+
+
+def waf_of_writes(aged: Device, written_bytes: int, seed: int = 1) -> float:
+    """The write amplification of ``written_bytes`` written in order onto a copy of the
+    ``aged`` device (:func:`aged_device`; the device itself is left as it is)."""
+    dev = copy.deepcopy(aged)
+    geo = dev.geometry
+    pages = max(1, written_bytes // geo.page_bytes)
     start = int(np.random.default_rng(seed).integers(0, geo.user_pages))
     got = dev.write_sequential(start, min(pages, geo.user_pages))
     return float(got.waf or 1.0)
+
+
+def aged_waf(capacity_bytes: int, ru_bytes: int, written_bytes: int, model: str,
+             utilization: float = 0.75, seed: int = 1) -> float:
+    """The write amplification of ``written_bytes`` written in order onto a device of this
+    geometry aged as :func:`aged_device` ages it."""
+    return waf_of_writes(aged_device(capacity_bytes, ru_bytes, model, utilization, seed),
+                         written_bytes, seed)
 
 
 def with_derived(df: pd.DataFrame, device: dict | None = None, model: str = "femu-fdp",
@@ -170,12 +182,13 @@ def with_derived(df: pd.DataFrame, device: dict | None = None, model: str = "fem
     df["mot_snapshot_vs_wal_rate"] = (df["mot_snapshot_wal_write_mb_s"]
                                       / df["mot_wal_write_mb_s_during_snapshot"])
     if device is not None:
+        # One aged device; each cell's writes go onto a copy of it.
+        aged = aged_device(device["capacity_bytes"], device["ru_bytes"], model, utilization)
         wafs = []
         for _, r in df.iterrows():
             written = (r["mot_snapshot_wal_bytes"] + (r["mot_wal_write_mb_s_during_snapshot"]
                        or 0) * 1e6 * r["mot_snapshot_wal_time_s"])
-            wafs.append(aged_waf(device["capacity_bytes"], device["ru_bytes"], int(written),
-                                 model, utilization))
+            wafs.append(waf_of_writes(aged, int(written)))
         df["mot_gc_waf_modelled"] = wafs
         # The device's share of the snapshot's time: its main thread blocked in I/O (the
         # scheduler's events), or all its off-CPU time where a cell has no such events.
