@@ -47,8 +47,10 @@ $(STAMP): requirements.txt pyproject.toml
 	touch $@
 
 # The playbook, always; it leaves a stamp of the playbooks it ran (host-ready reads it).
+# SETUP_ARGS are the playbook's extra options, e.g. -e host_slurm_enabled=true.
+SETUP_ARGS ?=
 setup-host: bootstrap
-	$(BIN)/ansible-playbook playbooks/setup-host.yml
+	$(BIN)/ansible-playbook playbooks/setup-host.yml $(SETUP_ARGS)
 	@mkdir -p build && $(SETUP_INPUTS) > $(HOST_STAMP)
 
 # reproduce runs the playbook unless it last ran to its end with these very playbooks and
@@ -94,6 +96,8 @@ nightly: setup-host
 	$(BIN)/slimio-repro regress $(NIGHTLY_RESULTS) $(NIGHTLY_REFERENCE) \
 	  --out results/regression
 
+# The whole suite needs the one-node SLURM cluster too (tests/test_slurm.py).
+test: SETUP_ARGS += -e host_slurm_enabled=true
 test: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests
 

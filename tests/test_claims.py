@@ -286,3 +286,25 @@ def test_records_without_the_environment_columns_are_judged_not_crashed():
     v = judge.judge(c, records)
     assert v.verdict == judge.UNTESTABLE and "unrecorded" in v.reason
     assert judge.judge(_claim(), records).verdict == judge.HOLDS
+
+
+def test_cells_on_unlike_nodes_are_warned_of_in_the_verdict_and_the_report():
+    """A cluster ran the slimio cells on one kind of node, the baseline's on another: the
+    ratio compares machines too, and the verdict and the report's header say so."""
+    records = _records([150, 150], [100, 100])
+    records["node_class"] = ["Xeon A, 64 CPUs, 512 GiB, kernel 6.1"] * 2 + \
+        ["Xeon B, 32 CPUs, 256 GiB, kernel 6.1"] * 2
+    records["slurm_job_id"] = ["11", "12", "13", "14"]
+    for col in ("cell_id", "redis_version", "git_commit"):
+        records[col] = [f"c{i}" for i in range(4)] if col == "cell_id" else "x"
+    v = judge.judge(_claim(), records)
+    assert "unlike nodes (Xeon A" in v.reason and "Xeon B" in v.reason
+    md = render.markdown([v], render.run_info(records))
+    assert "WARNING: the cells ran on 2 unlike kinds of node" in md
+    assert "4 of the 4 cells ran as SLURM jobs" in md
+    # Alike nodes: no warning, and the jobs are still said.
+    records["node_class"] = "Xeon A, 64 CPUs, 512 GiB, kernel 6.1"
+    v = judge.judge(_claim(), records)
+    assert "unlike" not in v.reason
+    md = render.markdown([v], render.run_info(records))
+    assert "WARNING" not in md and "ran as SLURM jobs, on nodes of 1 kind" in md

@@ -14,6 +14,7 @@ from slimio_repro.guest import Cell, RedisBenchmark
 from slimio_repro.guest import layout
 from slimio_repro.guest import benchmark
 from slimio_repro.guest import cell
+from slimio_repro.guest import fsimage
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro import paths
@@ -75,6 +76,22 @@ def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
     assert (out / layout.RAW_COMPLETE).exists() and not partial.exists()
     with pytest.raises(cell.CellError, match="refusing to overwrite"):
         cell.run(again, out)
+
+
+def test_a_busy_image_is_unmounted_by_stopping_what_holds_it(tmp_path):
+    """scancel sends SIGTERM to every process of a job at once: a server's fork child can
+    outlive the server and hold the cell's file system while the cell tears down."""
+    require_root()
+    holder = None
+    with fsimage.fresh_image(tmp_path / "fs.img", tmp_path / "mnt", "ext4", 64 << 20,
+                             True) as fs:
+        (fs.mountpoint / "data").write_bytes(b"x" * 4096)
+        holder = subprocess.Popen(["sleep", "300"], cwd=fs.mountpoint,
+                                  start_new_session=True)
+        assert fsimage.holders(fs.mountpoint) == [holder.pid]
+    assert holder.wait(timeout=10) == -9
+    assert str(tmp_path / "mnt") not in Path("/proc/mounts").read_text()
+    assert not (tmp_path / "fs.img").exists()
 
 
 def reproduce_tiny(results: Path, matrix: str) -> pd.DataFrame:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -21,3 +22,21 @@ def logged(log_path: str):
             traceback.print_exc()
             print(f"error: {exc} (full traceback in {log_path})", file=real_stderr)
             raise
+
+
+# The exit status of a process that SIGTERM stopped (128 + 15), as a shell reports it.
+SIGTERM_EXIT = 143
+
+
+@contextlib.contextmanager
+def exit_on_sigterm():
+    """Make SIGTERM an exit (SystemExit 143) while the block runs, so that its cleanup runs:
+    scancel, a SLURM time limit and Snakemake stopping its jobs all send SIGTERM first (SLURM
+    its SIGKILL KillWait seconds later), and a cell must still destroy its VM, unmount its
+    image and stop its servers (a VM is libvirt's process, not the job's: nothing else
+    would stop it)."""
+    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(SIGTERM_EXIT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

@@ -1,5 +1,10 @@
 # Build stage: verified Redis sources and the binaries of each system.
 
+# What a build job asks of a cluster node (cores: the profile's set-threads): a compiler or
+# Maven per core at most a few hundred MiB, and 10-20 minutes at most on one core here.
+BUILD_MEM_MB = 4096
+BUILD_RUNTIME_MIN = 60
+
 
 rule fetch_redis_source:
     """Fetch the pinned tarball from the first source that works; refuse a sha256 mismatch."""
@@ -21,7 +26,10 @@ rule build_redis_baseline:
         server=build("redis-baseline/{version}/bin/redis-server"),
     log:
         build("logs/build_redis_baseline-{version}.log"),
-    threads: workflow.cores
+    threads: WHOLE_NODE_CORES
+    resources:
+        mem_mb=BUILD_MEM_MB,
+        runtime=BUILD_RUNTIME_MIN,
     params:
         system="baseline",
         jobs=PLAN.make_jobs,
@@ -39,7 +47,10 @@ rule build_redis_slimio:
         admin=build("redis-slimio/{version}/bin/slimio-admin"),
     log:
         build("logs/build_redis_slimio-{version}.log"),
-    threads: workflow.cores
+    threads: WHOLE_NODE_CORES
+    resources:
+        mem_mb=BUILD_MEM_MB,
+        runtime=BUILD_RUNTIME_MIN,
     params:
         system="slimio",
         jobs=PLAN.make_jobs,
@@ -57,7 +68,10 @@ rule build_fio:
         build("logs/build_fio-{version}.log"),
     wildcard_constraints:
         version=r"\d+\.\d+(\.\d+)?",
-    threads: workflow.cores
+    threads: WHOLE_NODE_CORES
+    resources:
+        mem_mb=BUILD_MEM_MB,
+        runtime=BUILD_RUNTIME_MIN,
     script:
         "../scripts/build_fio.py"
 
@@ -73,6 +87,10 @@ rule build_ycsb_binding:
         build("logs/build_ycsb_binding-{version}.log"),
     wildcard_constraints:
         version=r"\d+\.\d+\.\d+",
+    # Maven's JVM and the binding's tests.
+    resources:
+        mem_mb=BUILD_MEM_MB,
+        runtime=BUILD_RUNTIME_MIN,
     script:
         "../scripts/build_ycsb_binding.py"
 

@@ -13,12 +13,31 @@ from slimio_repro.build import fio as fiomod  # noqa: E402
 from slimio_repro.build import redis as buildmod  # noqa: E402
 from slimio_repro.build import ycsb as ycsbmod  # noqa: E402
 from slimio_repro.claims import catalog as claimsmod  # noqa: E402
+from slimio_repro.plan import jobs as jobsmod  # noqa: E402
+
+
+
+# Whether Snakemake submits this run's jobs to a cluster. It reads this file before it
+# attaches its executor, so it cannot be asked; but a local run (and a dry run) always has
+# --cores, and a cluster run has none (--jobs instead): its jobs run with --cores all.
+SUBMITS_TO_CLUSTER = workflow.resource_settings.cores is None
+
+
+def planning_host():
+    """The machine the plan checks vm cells against: this one, or on a cluster (Snakemake
+    submitting jobs, or running one of them) the largest node that a vm cell can ask for, as
+    sinfo describes it: the submit host is not where the cells run."""
+    on_cluster = SUBMITS_TO_CLUSTER or workflow.remote_exec
+    if not on_cluster or "vm" not in config["matrix"]["testbeds"]:
+        return None
+    return planmod.Host.of_cluster(jobsmod.VM_NODE_FEATURE)
+
 
 # Fill the schema's defaults, validate, and resolve the plan: every check that can be made
 # before a build is made here, and a wrong key or value stops the run, named.
 try:
     planmod.validate(config)
-    PLAN = planmod.make(config)
+    PLAN = planmod.make(config, planning_host())
 except planmod.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
 # The claims file too, before anything is built: a bad claim stops the run, named.
@@ -40,6 +59,53 @@ FIO_VERSION = fiomod.pinned_version()
 # The YCSB binding's build: named after the YCSB core it is built on (ycsb-bindings/pom.xml).
 YCSB_VERSION = PLAN.ycsb_version
 CELLS = PLAN.matrix
+
+# Cores of a job that takes its whole machine (a cell, a build, the box). Locally: --cores.
+# On a cluster the submitting host has no --cores: the SLURM profile's set-threads give
+# these rules the CPU count of the nodes that run them (workflows/profiles/slurm), and a
+# cell holds its node alone (plan/jobs.py).
+WHOLE_NODE_CORES = workflow.resource_settings.cores or 1
+WHOLE_NODE_RULES = ("run_cell", "run_motivation_cell", "build_redis_baseline",
+                    "build_redis_slimio", "build_fio", "build_guest_box")
+if SUBMITS_TO_CLUSTER:
+    _missing = [r for r in WHOLE_NODE_RULES
+                if r not in workflow.resource_settings.overwrite_threads]
+    if _missing:
+        raise WorkflowError(
+            f"on a cluster, rules {', '.join(_missing)} take a whole node and need its CPU "
+            "count: give it in the profile's set-threads (workflows/profiles/slurm/"
+            "config.yaml), e.g. `set-threads: {run_cell: 32, ...}`")
+
+# Rules that only gather small files or name targets run where Snakemake runs, not as
+# cluster jobs: each job costs a submission and a Snakemake start on its node. The builds,
+# the cells, their parsing and the FTL model are jobs. fetch_redis_source reaches the
+# network (compute nodes often cannot).
+localrules:
+    fetch_redis_source,
+    build_ycsb,
+    build_fio_pinned,
+    build_redis,
+    run_matrix,
+    aggregate_tables,
+    plot_cell_runtime_rps,
+    plot_fig4_runtime_rps,
+    plot_fig5_runtime_rps,
+    plot_waf_sensitivity,
+    judge_claims,
+    render_report,
+    motivation_outputs,
+    judge_motivation_claims,
+    motivation,
+    reproduce,
+
+
+def cell_resources(wildcards, pattern=pathsmod.CELL_ID_PATTERN):
+    """The cell's needs as Snakemake resources (plan/jobs.py), one by one below."""
+    return jobsmod.cell_resources(PLAN.cell(pattern.format(**wildcards)))
+
+
+def cell_resource(name, pattern=pathsmod.CELL_ID_PATTERN):
+    return lambda wildcards: cell_resources(wildcards, pattern)[name]
 
 
 wildcard_constraints:

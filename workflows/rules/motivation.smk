@@ -33,7 +33,12 @@ rule run_motivation_cell:
         plan_sha256=lambda wildcards: PLAN.cell(
             pathsmod.MOTIVATION_ID_PATTERN.format(**wildcards)
         ).sha256(),
-    threads: workflow.cores
+    threads: WHOLE_NODE_CORES
+    resources:
+        mem_mb=cell_resource("mem_mb", pathsmod.MOTIVATION_ID_PATTERN),
+        runtime=cell_resource("runtime", pathsmod.MOTIVATION_ID_PATTERN),
+        constraint=cell_resource("constraint", pathsmod.MOTIVATION_ID_PATTERN),
+        slurm_extra=cell_resource("slurm_extra", pathsmod.MOTIVATION_ID_PATTERN),
     priority: 10
     script:
         "../scripts/run_motivation_cell.py"
@@ -46,6 +51,10 @@ rule parse_motivation_cell:
         record=results(pathsmod.MOTIVATION_RECORD_PATTERN),
     log:
         results(f"logs/parse_motivation_cell/{pathsmod.MOTIVATION_ID_PATTERN}.log"),
+    # A cluster job, like parse_cell: the perf profiles and the scheduler's trace.
+    resources:
+        mem_mb=PARSE_MEM_MB,
+        runtime=PARSE_RUNTIME_MIN,
     script:
         "../scripts/parse_motivation_cell.py"
 

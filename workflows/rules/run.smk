@@ -16,7 +16,13 @@ rule run_cell:
         plan=lambda wildcards: PLAN.cell_of(wildcards),
         plan_sha256=lambda wildcards: PLAN.cell_of(wildcards).sha256(),
     # A cell takes the whole machine: cells never run side by side and disturb each other.
-    threads: workflow.cores
+    # On a cluster: its node, alone, with what its plan needs (plan/jobs.py).
+    threads: WHOLE_NODE_CORES
+    resources:
+        mem_mb=cell_resource("mem_mb"),
+        runtime=cell_resource("runtime"),
+        constraint=cell_resource("constraint"),
+        slurm_extra=cell_resource("slurm_extra"),
     # Cells first, their parsing and plots after the last (two at a time then): between
     # cells they held the next one back for 47 s of a 20.5-minute smoke run.
     priority: 10

@@ -21,6 +21,10 @@ rule build_guest_box:
     params:
         disk_size_mb=PLAN.box_disk_size_mb,
     # mmdebstrap and the image work take the machine; nothing else runs beside them.
-    threads: workflow.cores
+    threads: WHOLE_NODE_CORES
+    # mmdebstrap, the image tools and a VM booting the box (its memory is the cells' VMs').
+    resources:
+        mem_mb=4096,
+        runtime=120,
     script:
         "../scripts/build_guest_box.py"

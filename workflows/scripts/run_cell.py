@@ -7,13 +7,14 @@ from pathlib import Path
 from slimio_repro import plan as planmod
 from slimio_repro import run
 from slimio_repro.run import progress
-from slimio_repro.smk import logged
+from slimio_repro.smk import exit_on_sigterm, logged
 
 plan = snakemake.params.plan
 raw = Path(snakemake.output.raw)
 matrix = planmod.make(snakemake.config, check_sources=False).matrix
 with progress.Reporter(matrix, raw.parent, plan.id, raw.parent.parent / "logs" / "progress.log"):
-    with logged(snakemake.log[0]):
+    # scancel or a time limit (SIGTERM) still tears the cell down: no half-written cell.
+    with logged(snakemake.log[0]), exit_on_sigterm():
         if plan.sha256() != snakemake.params.plan_sha256:
             raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
         box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None

@@ -8,11 +8,11 @@ from pathlib import Path
 import pandas as pd
 
 from slimio_repro.claims import catalog, judge, regress, render
-from slimio_repro.claims.judge import number
+from slimio_repro.claims.judge import node_classes, number
 from slimio_repro.claims.render import ci_text, paper_text
 
-__all__ = ["catalog", "judge", "regress", "render", "judge_run", "number", "ci_text",
-           "paper_text"]
+__all__ = ["catalog", "judge", "regress", "render", "judge_run", "node_classes", "number",
+           "ci_text", "paper_text"]
 
 
 def judge_run(records_csv: Path, claims_file: Path, out_dir: Path,

@@ -339,10 +339,21 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
     elif c.neutral is not None and c.direction != "equal" and lo <= c.neutral <= hi:
         reason += (f"; the {CONFIDENCE:.0%} CI [{number(lo)}, {number(hi)}] includes "
                    f"{c.neutral:g}: the side is not established at n={n}")
-    hosts = set(everything.get("host_cpu_model", pd.Series(dtype=str)).dropna())
+    hosts = node_classes(everything)
     if len(hosts) > 1:
-        reason += f"; WARNING: the cells ran on unlike hosts ({', '.join(sorted(hosts))})"
+        reason += (f"; WARNING: the cells ran on unlike nodes ({'; '.join(hosts)}): the "
+                   "ratio mixes machines")
     return Verdict(c, verdict, reason, value, lo, hi, n, n_detail, judged_on)
+
+
+def node_classes(records: pd.DataFrame) -> list[str]:
+    """The classes of the nodes ``records``' cells ran on (CPU model and count, memory,
+    kernel: what must be alike for a ratio between cells to mean anything); the host's CPU
+    model for records made before nodes were recorded."""
+    col = "node_class" if "node_class" in records else "host_cpu_model"
+    if col not in records:
+        return []
+    return sorted(set(records[col].dropna()) - {"unrecorded"})
 
 
 def ceiling(c: Claim, records: pd.DataFrame, testbed: str) -> tuple[float, int] | None:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from slimio_repro import paths as pathsmod
 from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNTESTABLE,
-                                       VERDICTS, Verdict, number)
+                                       VERDICTS, Verdict, node_classes, number)
 
 SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
          UNTESTABLE: "not testable"}
@@ -28,7 +28,9 @@ def run_info(records: pd.DataFrame) -> dict:
             "workloads": values("workload"), "policies": values("policy"),
             "accels": values("accel"), "device_models": values("device_model"),
             "redis_versions": values("redis_version"), "git_commits": values("git_commit"),
-            "hosts": values("host_cpu_model"),
+            "hosts": values("host_cpu_model"), "node_classes": node_classes(records),
+            "slurm_jobs": int(records["slurm_job_id"].notna().sum())
+            if "slurm_job_id" in records else 0,
             "repetitions": int(records["rep"].max()) if len(records) else 0}
 
 
@@ -61,6 +63,23 @@ def counts(verdicts: list[Verdict]) -> dict[str, int]:
     return {k: c.get(k, 0) for k in VERDICTS}
 
 
+def nodes_lines(info: dict) -> list[str]:
+    """Where the cells ran, when it matters: a warning where they ran on unlike nodes (a
+    ratio between their cells mixes machines), the SLURM jobs' count where they ran as jobs."""
+    classes = info.get("node_classes", [])
+    out = []
+    if len(classes) > 1:
+        out.append(f"**WARNING: the cells ran on {len(classes)} unlike kinds of node** "
+                   f"({'; '.join(classes)}): a ratio between cells of different nodes "
+                   "compares machines as well as systems. Constrain the cells to alike nodes "
+                   "(README, \"On a cluster\") and rerun them.")
+    if info.get("slurm_jobs"):
+        out.append(f"{info['slurm_jobs']} of the {info['cells']} cells ran as SLURM jobs, on "
+                   f"nodes of {len(classes)} kind{'s' if len(classes) != 1 else ''}: "
+                   f"{'; '.join(classes)}.")
+    return out + [""] if out else []
+
+
 def markdown(verdicts: list[Verdict], info: dict) -> str:
     df = frame(verdicts)
     n = counts(verdicts)
@@ -73,6 +92,7 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
         f"{', '.join(info['redis_versions'])}, up to {info['repetitions']} repetitions; "
         f"commit {', '.join(c[:12] for c in info['git_commits'])}.",
         "",
+        *nodes_lines(info),
         " · ".join(f"**{k}**: {v}" for k, v in n.items()) + f" (of {len(verdicts)} claims)",
         "",
         "| Claim | Where | Claim's words | Compared | Paper | Measured | "
@@ -115,6 +135,11 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
         " " + ", ".join(f"{k} {v}" for k, v in n.items()),
         "-" * 78,
     ]
+    if len(info.get("node_classes", [])) > 1:
+        lines += textwrap.wrap(
+            f"WARNING: the cells ran on {len(info['node_classes'])} unlike kinds of node; "
+            "ratios between their cells compare machines too (verdicts.md lists them)",
+            width=78, initial_indent="  ", subsequent_indent="    ")
     # The judged claims, grouped by verdict, wrapped: id measured/paper ('*' = the artifact
     # itself casts doubt on the claim).
     for verdict in (HOLDS, DIRECTION_ONLY, FAILS):

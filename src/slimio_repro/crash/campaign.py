@@ -28,9 +28,7 @@ import hashlib
 import json
 import random
 import shutil
-import signal
 import subprocess
-import sys
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +37,7 @@ from pathlib import Path
 import redis
 
 from .. import paths
+from ..smk import exit_on_sigterm
 from ..guest import provenance
 from . import oracle
 from .target import Server, StartRefused
@@ -563,9 +562,8 @@ def run_configured(config: dict, out: Path, work_dir: str | None = None,
                                / f"crash-campaign-{tag}", work / "vagrant.log", guest_bin,
                                "always", 8, 4)
     # SIGTERM (a stopped job, a scheduler) must still destroy the VM: make it an exit.
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    try:
-        return run(out, params, bins, None, work, prov, progress, vm_server=server)
-    finally:
-        server.destroy()
-        signal.signal(signal.SIGTERM, previous)
+    with exit_on_sigterm():
+        try:
+            return run(out, params, bins, None, work, prov, progress, vm_server=server)
+        finally:
+            server.destroy()

@@ -102,6 +102,8 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": plan.profile,
             "plan_sha256": plan.sha256(),
             "utc_start": provenance.utc_now(), "host": provenance.host(),
+            # The node (and SLURM job) it ran on; in a VM, the host's (testbed.vm).
+            "node": provenance.node() if cell.testbed == "bare" else None,
             # A vm cell's guest has a copy of the sources, not the checkout: the host records
             # its git state (testbed.vm).
             "git": provenance.git() if cell.testbed == "bare" else None,

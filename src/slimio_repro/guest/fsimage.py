@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,6 +41,52 @@ def block_stat(dev: str) -> tuple[int, int]:
     of 512 B)."""
     fields = Path(f"/sys/block/{Path(dev).name}/stat").read_text().split()
     return int(fields[2]) * 512, int(fields[6]) * 512
+
+
+def holders(mountpoint: Path) -> list[int]:
+    """Processes with their directory, root, an open file or a mapped file on the file system
+    mounted at ``mountpoint`` (what makes umount say "target is busy")."""
+    dev = os.stat(mountpoint).st_dev
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            links = [proc / "cwd", proc / "root", proc / "exe", *(proc / "fd").iterdir(),
+                     *(proc / "map_files").iterdir()]
+        except OSError:
+            continue        # it exited, or is a kernel thread
+        for link in links:
+            try:
+                if os.stat(link).st_dev == dev:
+                    found.append(int(proc.name))
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def unmount(mountpoint: Path, timeout_s: float = 30) -> None:
+    """Unmount the cell's own file system. Where a process still holds it (a server's fork
+    child outlives a server that a SIGTERM or a kill stopped: scancel sends SIGTERM to every
+    process of the job at once), that process is the cell's: it is killed, then umount is
+    tried again, for up to ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        proc = subprocess.run(["umount", str(mountpoint)], capture_output=True, text=True)
+        if proc.returncode == 0:
+            return
+        pids = holders(mountpoint) if os.path.ismount(mountpoint) else []
+        if not pids or time.monotonic() > deadline:
+            raise FsImageError(f"`umount {mountpoint}` failed ({proc.returncode}): "
+                               f"{proc.stderr.strip()}" + (f"; held by pids {pids}" if pids
+                                                           else ""))
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.2)
 
 
 class FsImage:
@@ -77,7 +125,7 @@ class FsImage:
         if self.loop_dev is None:
             return
         if os.path.ismount(self.mountpoint):
-            _run(["umount", str(self.mountpoint)])
+            unmount(self.mountpoint)
         _run(["losetup", "--detach", self.loop_dev])
         self.loop_dev = None
 

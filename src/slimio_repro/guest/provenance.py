@@ -80,6 +80,31 @@ def host() -> dict:
     }
 
 
+# What SLURM tells a job about where it runs (srun sets them in a job step's environment).
+SLURM_VARIABLES = {"job_id": "SLURM_JOB_ID", "step_id": "SLURM_STEP_ID",
+                   "cluster": "SLURM_CLUSTER_NAME", "partition": "SLURM_JOB_PARTITION",
+                   "node": "SLURMD_NODENAME", "cpus_on_node": "SLURM_CPUS_ON_NODE",
+                   "submit_host": "SLURM_SUBMIT_HOST"}
+
+
+def node_class(host_record: dict) -> str:
+    """What must be alike on two nodes for their cells' numbers to be compared: the CPU
+    model and count, the memory (GiB), the kernel. Two nodes of one class give the same
+    string."""
+    return (f"{host_record['cpu_model']}, {host_record['cpus_online']} CPUs, "
+            f"{host_record['mem_total_bytes'] / (1 << 30):.0f} GiB, "
+            f"kernel {host_record['kernel']}")
+
+
+def node() -> dict:
+    """The machine a cell ran on: its name and class (:func:`node_class`), and the SLURM job
+    it ran as (None when it ran outside SLURM)."""
+    here = host()
+    slurm = {key: os.environ[var] for key, var in SLURM_VARIABLES.items() if var in os.environ}
+    return {"name": here["hostname"], "class": node_class(here),
+            "slurm": slurm if "job_id" in slurm else None}
+
+
 def git() -> dict:
     def run(*args: str) -> str:
         try:

@@ -15,6 +15,7 @@ import pandas as pd
 
 from ..guest import CellPlan, benchmark, fdp, is_slimio, layout, redislog, ycsb
 from ..guest import phases as cellphases
+from ..guest import provenance
 from . import nvmetrace
 
 GB = 1e9
@@ -271,11 +272,17 @@ def run_environment(prov: dict) -> dict:
     between cells of alike hosts)."""
     vm = prov.get("vm")
     host = vm["host"] if vm else prov["host"]
+    # The node and its SLURM job (cells recorded before nodes were: the host, no job).
+    node = (vm or prov).get("node") or {"class": provenance.node_class(host), "slurm": None}
+    slurm = node["slurm"] or {}
     return {
         "accel": vm["accel"] if vm else "native",
         "device_model": vm["device_profile"]["emulator"] if vm else "loop-image",
         "host_name": host["hostname"],
         "host_cpu_model": host["cpu_model"],
+        "node_class": node["class"],
+        "slurm_job_id": slurm.get("job_id"),
+        "slurm_cluster": slurm.get("cluster"),
     }
 
 

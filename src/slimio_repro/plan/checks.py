@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -48,6 +49,37 @@ class Host:
             accel = json.loads(verdict.read_text()).get("accel")
         return cls(cpus=os.cpu_count() or 1, memory_mb=mem_kib // 1024,
                    kvm_device=os.path.exists("/dev/kvm"), accel_verdict=accel)
+
+    @classmethod
+    def of_cluster(cls, feature: str, sinfo: str | None = None) -> "Host":
+        """The largest node of the SLURM cluster with node feature ``feature`` (the one a vm
+        cell asks for), as `sinfo` describes it: on a cluster the cells run there, not on
+        the host that plans them. KVM where that node has the feature kvm (the setup
+        playbook adds it where a KVM guest boots). ``sinfo``: its output, for tests."""
+        if sinfo is None:
+            try:
+                sinfo = subprocess.run(["sinfo", "-h", "-N", "-o", "%N|%c|%m|%f"],
+                                       capture_output=True, text=True, check=True).stdout
+            except OSError:
+                return cls.this()       # no SLURM here: another executor runs the jobs
+            except subprocess.CalledProcessError as exc:
+                raise ConfigError(f"cannot ask SLURM for its nodes: sinfo failed "
+                                  f"({exc.stderr.strip()}); is slurmctld up?") from None
+        nodes = []
+        for line in sinfo.splitlines():
+            name, cpus, mem, features = line.strip().split("|")
+            if feature in features.split(","):
+                nodes.append(cls(cpus=int(cpus), memory_mb=int(mem.rstrip("+")),
+                                 kvm_device="kvm" in features.split(","),
+                                 accel_verdict="kvm" if "kvm" in features.split(",")
+                                 else "tcg"))
+        if not nodes:
+            raise ConfigError(
+                f"testbeds: no node of this SLURM cluster has the feature {feature!r} that vm "
+                "cells ask for (sinfo -N -o '%N %f'); prepare nodes with the setup playbook, "
+                "or name your nodes' feature in the profile's set-resources (README, \"On a "
+                "cluster\")")
+        return max(nodes, key=lambda n: (n.kvm_device, n.cpus, n.memory_mb))
 
 
 def _only(matrix: dict, system: str) -> dict:

@@ -16,7 +16,7 @@ import markdown
 import pandas as pd
 
 from slimio_repro import paths as pathsmod
-from slimio_repro.claims import ci_text, number, paper_text
+from slimio_repro.claims import ci_text, node_classes, number, paper_text
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 
@@ -76,6 +76,13 @@ def _provenance(results: Path, records: pd.DataFrame) -> list[tuple[str, str]]:
     out.append(("Accelerator", values("accel")))
     out.append(("Device model", values("device_model")))
     out.append(("Host CPU", values("host_cpu_model")))
+    classes = node_classes(records)
+    jobs = int(records["slurm_job_id"].notna().sum()) if "slurm_job_id" in records else 0
+    out.append(("Nodes", f"{len(classes)} kind{'s' if len(classes) != 1 else ''}: "
+                         f"{'; '.join(classes) or '-'}"
+                         + (f"; {jobs} cells ran as SLURM jobs" if jobs else "")
+                         + (" (WARNING: unlike nodes; ratios between their cells compare "
+                            "machines too)" if len(classes) > 1 else "")))
     out.append(("Git commit", values("git_commit") + (" (dirty tree)" if "git_dirty" in records
                                                       and records["git_dirty"].any() else "")))
     if len(records):

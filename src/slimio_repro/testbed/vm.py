@@ -470,7 +470,7 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     the_spec = vm.spec
     (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     box_record = json.loads(box_file.with_suffix(".json").read_text())
-    host_prov = {"host": provenance.host(), "git": provenance.git(),
+    host_prov = {"host": provenance.host(), "node": provenance.node(), "git": provenance.git(),
                  "tools": provenance.vm_tools(), "box": box_record,
                  "utc_start": provenance.utc_now()}
     t_cell = time.monotonic()
@@ -523,7 +523,8 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     host_prov["cell_total_s"] = prov["cell_total_s"]
     (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
     prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
-    prov["vm"] = {"host": host_prov["host"], "tools": host_prov["tools"],
+    prov["vm"] = {"host": host_prov["host"], "node": host_prov["node"],
+                  "tools": host_prov["tools"],
                   "box": host_prov["box"],
                   "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
                   "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
