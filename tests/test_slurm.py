@@ -35,6 +35,9 @@ MATRIX = ["matrix={testbeds: [bare], repetitions: 1, systems: [baseline, slimio]
 # This cluster's node runs a job within seconds: ask sooner than the profile's 40 s.
 FAST_STATUS = ["--slurm-init-seconds-before-status-checks", "5"]
 CANCELLED_CELL = "bare-baseline-redis-benchmark-periodical-r1"
+# The daemons' process names, by the names slimio-slurm gives them.
+DAEMON_COMM = {"munged": "munged", "mariadb": "mariadbd", "slurmdbd": "slurmdbd",
+               "slurmctld": "slurmctld", "slurmd": "slurmd"}
 
 
 def comment(rule: str, cell_id: str) -> str:
@@ -80,6 +83,18 @@ def run_id(proc: subprocess.CompletedProcess) -> str:
     raise AssertionError("the executor printed no SLURM run ID:\n" + proc.stderr[-3000:])
 
 
+def no_jobs_left(timeout_s: float = 90) -> str:
+    """Cancel every job on the cluster (the test's own one-node cluster: what a failed run
+    left behind) and wait until none is left; return the node's state then."""
+    subprocess.run(["scancel", "--user", "root"], capture_output=True)
+    deadline = time.monotonic() + timeout_s
+    while subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip() \
+            and time.monotonic() < deadline:
+        time.sleep(1)
+    return subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
+                          text=True, check=True).stdout.split()
+
+
 @pytest.fixture(scope="module")
 def cluster():
     """The one-node cluster, started; stopped afterwards by its daemons' process ids."""
@@ -94,25 +109,21 @@ def cluster():
         pytest.skip(why)
     subprocess.run([str(CONTROL), "start"], check=True, capture_output=True, text=True)
     pids = daemons()
-    assert set(pids) == {"munged", "mariadb", "slurmdbd", "slurmctld", "slurmd"}, pids
-    node = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %T"], capture_output=True,
-                          text=True, check=True).stdout.split()
-    assert node[1] in ("idle", "mixed"), node
-    yield node[0]
-    # A test that failed half-way may leave jobs: they end with the cluster (which stops
-    # next), and their steps must not outlive slurmd.
-    subprocess.run(["scancel", "--user", "root"], capture_output=True)
-    deadline = time.monotonic() + 60
-    while subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip() \
-            and time.monotonic() < deadline:
-        time.sleep(1)
-    stopped = subprocess.run([str(CONTROL), "stop"], capture_output=True, text=True)
-    assert stopped.returncode == 0, stopped.stderr
-    for name, pid in pids.items():
-        assert not Path(f"/proc/{pid}").exists() or \
-            Path(f"/proc/{pid}/comm").read_text().strip() not in name + "d", \
-            f"{name} (pid {pid}) still runs after slimio-slurm stop"
-    assert daemons() == {}
+    try:
+        assert set(pids) == {"munged", "mariadb", "slurmdbd", "slurmctld", "slurmd"}, pids
+        node = no_jobs_left()
+        assert node[1] in ("idle", "mixed"), node
+        yield node[0]
+    finally:
+        # A job's steps must not outlive slurmd.
+        no_jobs_left()
+        stopped = subprocess.run([str(CONTROL), "stop"], capture_output=True, text=True)
+        assert stopped.returncode == 0, stopped.stderr
+        for name, pid in pids.items():
+            comm = Path(f"/proc/{pid}/comm")
+            alive = comm.exists() and comm.read_text().strip() in (name, DAEMON_COMM[name])
+            assert not alive, f"{name} (pid {pid}) still runs after slimio-slurm stop"
+        assert daemons() == {}
 
 
 @pytest.fixture(scope="module")
