@@ -15,8 +15,6 @@ from slimio_repro.build import ycsb as ycsbmod  # noqa: E402
 from slimio_repro.claims import catalog as claimsmod  # noqa: E402
 from slimio_repro.plan import jobs as jobsmod  # noqa: E402
 
-
-
 # Whether Snakemake submits this run's jobs to a cluster. It reads this file before it
 # attaches its executor, so it cannot be asked; but a local run (and a dry run) always has
 # --cores, and a cluster run has none (--jobs instead): its jobs run with --cores all.

@@ -12,5 +12,10 @@ rule crash_campaign:
         summary=results(pathsmod.CRASH_SUMMARY),
     log:
         results("logs/crash_campaign.log"),
+    # A cluster job: its servers and their kills on one node; a day at most (a campaign
+    # stopped by its time limit goes on where it stopped when run again).
+    resources:
+        mem_mb=4096,
+        runtime=1440,
     script:
         "../scripts/crash_campaign.py"
