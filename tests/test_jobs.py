@@ -64,5 +64,6 @@ def test_the_time_limit_covers_every_timeout_a_cell_can_wait_out():
 
 
 def test_a_cluster_without_nodes_for_vm_cells_is_named_at_planning():
-    with pytest.raises(ConfigError, match="no node of this SLURM cluster has the feature 'libvirt'"):
+    with pytest.raises(ConfigError, match="no node of this SLURM cluster has the feature "
+                                          "'libvirt'"):
         Host.of_cluster("libvirt", "n1|8|16000|gpu\nn2|8|16000|(null)\n")

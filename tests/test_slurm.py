@@ -1,7 +1,7 @@
 """End-to-end on a real SLURM: the one-node cluster of the setup playbook (playbooks/roles/
 host_slurm, `-e host_slurm_enabled=true`; `make test` enables it) runs the bare matrix at
 tiny scale through the pipeline's SLURM profile (workflows/profiles/slurm), with accounting
-(slurmdbd on MariaDB) that the executor asks with sacct.
+(slurmdbd on MariaDB): sacct shows every job the run submitted.
 
 The cluster is started here (idempotent), and its daemons are stopped at the end by the
 process ids in their pid files, which must then be gone."""
@@ -43,8 +43,8 @@ DAEMON_COMM = {"munged": "munged", "mariadb": "mariadbd", "slurmdbd": "slurmdbd"
 def comment(rule: str, cell_id: str) -> str:
     """The executor's comment on a cell's job (sacct and squeue show it): the rule, then the
     wildcards' values."""
-    return f"rule_{rule}_wildcards_" + "_".join(map(str, Cell.from_id(cell_id).wildcards().values()))
-
+    values = Cell.from_id(cell_id).wildcards().values()
+    return f"rule_{rule}_wildcards_" + "_".join(map(str, values))
 
 
 def whole_node_threads() -> list[str]:
@@ -83,9 +83,9 @@ def run_id(proc: subprocess.CompletedProcess) -> str:
     raise AssertionError("the executor printed no SLURM run ID:\n" + proc.stderr[-3000:])
 
 
-def no_jobs_left(timeout_s: float = 90) -> str:
+def no_jobs_left(timeout_s: float = 90) -> list[str]:
     """Cancel every job on the cluster (the test's own one-node cluster: what a failed run
-    left behind) and wait until none is left; return the node's state then."""
+    left behind) and wait until none is left; return the node's name and state then."""
     subprocess.run(["scancel", "--user", "root"], capture_output=True)
     deadline = time.monotonic() + timeout_s
     while subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip() \
@@ -128,8 +128,8 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def slurm_run(cluster, redis_bin, slimio_bin, tmp_path_factory):
-    """The tiny bare matrix, once locally and once through SLURM: (local results, SLURM
-    results, the SLURM run's id, each run's seconds)."""
+    """The tiny bare matrix, once locally and once through SLURM (both wall times printed):
+    (local results, SLURM results, the SLURM run's id, the node's name)."""
     base = tmp_path_factory.mktemp("slurm")
     t0 = time.monotonic()
     local = snakemake("--cores", "all", "reproduce", "--config",
@@ -160,7 +160,8 @@ def test_every_cell_ran_as_a_slurm_job_and_the_records_match_a_local_run(slurm_r
             assert pd.api.types.is_numeric_dtype(a) == pd.api.types.is_numeric_dtype(b), col
     assert here["slurm_job_id"].isna().all()
     assert there["slurm_job_id"].notna().all()
-    assert set(there["node_class"]) == set(here["node_class"]) and there["node_class"].nunique() == 1
+    assert set(there["node_class"]) == set(here["node_class"])
+    assert there["node_class"].nunique() == 1
     for name in ("table3_redis_benchmark", "table4_ycsb_a", "table3_ratios"):
         a = pd.read_csv(local / "tables" / f"{name}.csv")
         b = pd.read_csv(slurm / "tables" / f"{name}.csv")
