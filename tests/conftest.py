@@ -77,8 +77,15 @@ def fixture_cell(tmp_path) -> Path:
     return dst
 
 
-def snakemake(*args: str, cwd: Path = REPO, check: bool = False) -> subprocess.CompletedProcess:
+def snakemake(*args: str, cwd: Path = REPO, check: bool = False,
+              slurm: bool = False) -> subprocess.CompletedProcess:
+    """Snakemake of the project's venv. A local run (``slurm`` False) is pointed at no SLURM
+    configuration: the SLURM executor plugin runs `scontrol show config` whenever Snakemake
+    starts, which waits 9 s for a controller that is installed but stopped (as the one-node
+    cluster is after tests/test_slurm.py), and fails at once without a configuration."""
     env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}")
+    if not slurm:
+        env["SLURM_CONF"] = os.devnull
     proc = subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:

@@ -58,7 +58,7 @@ def whole_node_threads() -> list[str]:
 def through_slurm(results: Path, *targets: str) -> subprocess.CompletedProcess:
     # Targets first: --set-threads and --config take every word after them.
     return snakemake(*targets, "--profile", str(PROFILE), *FAST_STATUS, *whole_node_threads(),
-                     "--config", f"results_dir={results}", *MATRIX)
+                     "--config", f"results_dir={results}", *MATRIX, slurm=True)
 
 
 def daemons() -> dict[str, int]:
@@ -249,7 +249,7 @@ def test_a_cancelled_cell_leaves_no_cell_and_is_redone(slurm_run):
 
 def test_a_cluster_run_without_the_nodes_cpu_count_stops_before_submitting(cluster, tmp_path):
     proc = snakemake("reproduce", "--profile", str(PROFILE), "--set-threads", "run_cell=2",
-                     "--config", f"results_dir={tmp_path}", *MATRIX)
+                     "--config", f"results_dir={tmp_path}", *MATRIX, slurm=True)
     assert proc.returncode != 0
     assert "run_motivation_cell, build_redis_baseline" in proc.stderr, proc.stderr[-2000:]
     assert "set-threads" in proc.stderr
