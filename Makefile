@@ -29,6 +29,10 @@ NIGHTLY_RESULTS ?= results/nightly
 NIGHTLY_REFERENCE ?= results/reference/nightly.json
 
 BIN := $(VENV)/bin
+# Snakemake runs the pipeline here, not on a cluster: pointed at no SLURM configuration, the
+# SLURM plugin's `scontrol show config` at start-up fails at once instead of waiting 9 s for
+# a one-node cluster that is installed but stopped (as `make test` leaves it).
+LOCAL := PATH="$(abspath $(BIN)):$$PATH" SLURM_CONF=/dev/null
 STAMP := $(VENV)/.installed
 
 .PHONY: bootstrap setup-host host-ready reproduce motivation crash-campaign bench nightly test test-fast lint
@@ -68,29 +72,29 @@ host-ready: bootstrap
 	else $(MAKE) --no-print-directory setup-host; fi
 
 reproduce: host-ready
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 motivation: host-ready
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) motivation \
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) motivation \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 crash-campaign: setup-host
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores 1 crash_campaign \
+	$(LOCAL) $(BIN)/snakemake --cores 1 crash_campaign \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 BENCH_TESTBED ?= bare
 BENCH_ARGS ?=
 # The VM bench needs the guest box; on bare, the two Redis builds and fio (device rates).
 bench: setup-host
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) \
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) \
 	  $(if $(filter vm,$(BENCH_TESTBED)),build/box/slimio-guest.box,build_redis build_fio_pinned)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/slimio-repro bench --testbed $(BENCH_TESTBED) \
 	  $(BENCH_ARGS)
 
 # Every cell is run afresh (--forcerun run_cell; the builds stay cached), then compared.
 nightly: setup-host
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/snakemake --cores $(CORES) reproduce \
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/ci.yaml --config results_dir=$(NIGHTLY_RESULTS) \
 	  --forcerun run_cell $(SNAKEMAKE_ARGS)
 	$(BIN)/slimio-repro regress $(NIGHTLY_RESULTS) $(NIGHTLY_REFERENCE) \
