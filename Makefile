@@ -11,6 +11,9 @@
 #   make bench       nopersist, baseline and slimio side by side, interleaved, under both
 #                    policies (BENCH_TESTBED=bare by default, or vm; BENCH_ARGS for more,
 #                    e.g. --rounds 5); prints the ratios, keeps them in results/bench/
+#   make decide      more repetitions only where a claim is undecided, within DECIDE_BUDGET of
+#                    cell time (default 30m): new -rN cells through the same pipeline, the
+#                    claims judged again look by look (results/claims/decide.yaml)
 #   make nightly     the nightly regression: the ci profile, fresh, compared with the
 #                    committed reference (results/reference/nightly.json); exit 1 on a
 #                    regression
@@ -35,7 +38,7 @@ BIN := $(VENV)/bin
 LOCAL := PATH="$(abspath $(BIN)):$$PATH" SLURM_CONF=/dev/null
 STAMP := $(VENV)/.installed
 
-.PHONY: bootstrap setup-host host-ready reproduce motivation crash-campaign bench nightly test test-fast lint
+.PHONY: bootstrap setup-host host-ready reproduce motivation decide crash-campaign bench nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -78,6 +81,11 @@ reproduce: host-ready
 motivation: host-ready
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) motivation \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+DECIDE_BUDGET ?= 30m
+decide: host-ready
+	$(LOCAL) $(BIN)/slimio-repro decide results --budget $(DECIDE_BUDGET) --cores $(CORES) \
+	  --configfile config/profiles/$(PROFILE).yaml
 
 crash-campaign: setup-host
 	$(LOCAL) $(BIN)/snakemake --cores 1 crash_campaign \

@@ -119,8 +119,11 @@ def cmd_claims(args) -> int:
     results = Path(args.results_dir)
     # The motivation's records too, where `make motivation` ran into the same directory.
     extra = tuple(f for f in [results / paths.MOTIVATION_TABLE] if f.is_file())
+    # The looks of `slimio-repro decide`, where it added repetitions to this run.
+    matrix = _config(args)["matrix"]
     out = claims.judge_run(results / paths.CELLS_TABLE, Path(args.claims),
-                           results / Path(paths.VERDICT_FILES["csv"]).parent, extra)
+                           results / Path(paths.VERDICT_FILES["csv"]).parent, extra,
+                           looks=matrix["looks"], repetitions=matrix["repetitions"])
     print(out["summary"].read_text(), end="")
     return 0
 
@@ -189,6 +192,18 @@ def cmd_report(args) -> int:
     """Render results/report.html from a run's verdicts, tables and figures."""
     from . import report
     print(report.write(Path(args.results_dir)))
+    return 0
+
+
+def cmd_decide(args) -> int:
+    """More repetitions where a claim is undecided, within a budget of cell time."""
+    from .claims import decide
+    files = [paths.CONFIG_DIR / "config.yaml"] + [Path(f) for f in args.configfile or []]
+    decide.run(Path(args.results_dir), files, decide.parse_budget(args.budget),
+               cores=args.cores, max_looks=args.max_looks, dry_run=args.dry_run)
+    summary = Path(args.results_dir) / paths.VERDICT_FILES["summary"]
+    if summary.exists() and not args.dry_run:
+        print(summary.read_text(), end="")
     return 0
 
 
@@ -275,9 +290,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead: check each trace against the FDP statistics and reclaim "
                    "unit status the device reported (exit 1 on a mismatch)")
     p.set_defaults(func=cmd_ftl)
-    p = sub.add_parser("claims", help="judge the paper's claims on a finished run "
-                       "(results/claims/verdicts.*; with its motivation's records where "
-                       "make motivation wrote them there) and print the summary")
+    p = with_config(sub.add_parser(
+        "claims", help="judge the paper's claims on a finished run (results/claims/"
+        "verdicts.*; with its motivation's records where make motivation wrote them there) "
+        "and print the summary; give the run's --configfile (and RESULTS_DIR/claims/"
+        "decide.yaml where `decide` added repetitions)"))
     p.add_argument("results_dir", help="a run's results directory, e.g. results")
     p.add_argument("--claims", default=str(paths.CLAIMS_FILE), help="the claims file")
     p.set_defaults(func=cmd_claims)
@@ -319,6 +336,19 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)
+    p = sub.add_parser("decide", help="run more repetitions only where a claim is "
+                       "undecided: plan the cells that decide the most claims per minute, run "
+                       "them through snakemake, judge again, until decided or out of budget")
+    p.add_argument("results_dir", help="a finished run's results directory, e.g. results")
+    p.add_argument("--budget", required=True, help="cell time to spend, e.g. 30m, 1h")
+    p.add_argument("--configfile", action="append",
+                   help="the run's config file(s) after config/config.yaml, e.g. "
+                   "config/profiles/smoke.yaml")
+    p.add_argument("--cores", default="all", help="snakemake --cores (default: all)")
+    p.add_argument("--max-looks", type=int, default=4,
+                   help="further looks at most (each spends part of the error; default: 4)")
+    p.add_argument("--dry-run", action="store_true", help="print the next look's plan only")
+    p.set_defaults(func=cmd_decide)
     p = sub.add_parser("regress", help="compare a run's ratios and claim values with a "
                        "reference (exit 1 on a regression)")
     p.add_argument("current", help="the run's results directory")

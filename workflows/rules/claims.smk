@@ -4,7 +4,7 @@ CLAIMS_OUTPUTS = [results(v) for v in pathsmod.VERDICT_FILES.values()]
 
 
 rule judge_claims:
-    """Each claim of results/reference/claims.yaml judged on this run (value, bootstrap CI, n,
+    """Each claim of results/reference/claims.yaml judged on this run (value, t interval, n,
     verdict and why)."""
     input:
         records=results(pathsmod.CELLS_TABLE),
@@ -16,6 +16,10 @@ rule judge_claims:
         json=results(pathsmod.VERDICT_FILES["json"]),
         md=results(pathsmod.VERDICT_FILES["md"]),
         summary=results(pathsmod.VERDICT_FILES["summary"]),
+    params:
+        # Repetitions added by `slimio-repro decide`: the claims are judged look by look.
+        looks=config["matrix"]["looks"],
+        repetitions=config["matrix"]["repetitions"],
     log:
         results("logs/judge_claims.log"),
     script:

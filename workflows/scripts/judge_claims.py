@@ -10,5 +10,6 @@ with logged(snakemake.log[0]):
     extra = tuple(Path(f) for f in snakemake.input.get("motivation", []))
     written = claims.judge_run(Path(snakemake.input.records), Path(snakemake.input.claims),
                                Path(snakemake.output.csv).parent, extra,
-                               snakemake.params.get("prefix"))
+                               snakemake.params.get("prefix"),
+                               snakemake.params.get("looks"), snakemake.params.get("repetitions"))
     print(written["summary"].read_text())

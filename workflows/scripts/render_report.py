@@ -1,9 +1,7 @@
-"""Rule render_report: thin wrapper over slimio_repro.report.write."""
-from pathlib import Path
-
+"""Rule render_report: thin wrapper over slimio_repro.report.write_for_rule (the rule's
+inputs are what the run should have made)."""
 from slimio_repro import report
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):
-    out = Path(snakemake.output.report)
-    print(report.write(out.parent, out))
+    report.write_for_rule(snakemake.output.report, snakemake.params.made_by)

@@ -7,20 +7,24 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimio_repro.claims import catalog, judge, regress, render
+from slimio_repro.claims import catalog, decide, judge, regress, render, stats
 from slimio_repro.claims.judge import node_classes, number
 from slimio_repro.claims.render import ci_text, paper_text
 
-__all__ = ["catalog", "judge", "regress", "render", "judge_run", "node_classes", "number",
+__all__ = ["catalog", "decide", "judge", "regress", "render", "stats", "judge_run", "node_classes", "number",
            "ci_text", "paper_text"]
 
 
 def judge_run(records_csv: Path, claims_file: Path, out_dir: Path,
-              extra_csv: tuple[Path, ...] = (), prefix: str | None = None) -> dict[str, Path]:
+              extra_csv: tuple[Path, ...] = (), prefix: str | None = None,
+              looks: list[dict] | None = None, repetitions: int | None = None
+              ) -> dict[str, Path]:
     """Judge every claim of `claims_file` (those whose id starts with ``prefix``, if given)
     on the run whose per-cell records are `records_csv` (results/tables/cells.csv) and
     ``extra_csv`` (the motivation's, results/tables/motivation_cells.csv; a cell in both
-    counts once); write verdicts.{csv,json,md} and summary.txt into `out_dir`."""
+    counts once), look by look where ``looks`` (matrix.looks) added repetitions to
+    ``repetitions`` (matrix.repetitions); write verdicts.{csv,json,md} and summary.txt into
+    `out_dir`."""
     claims = catalog.load(claims_file)
     if prefix:
         claims = [c for c in claims if c.id.startswith(prefix)]
@@ -28,5 +32,5 @@ def judge_run(records_csv: Path, claims_file: Path, out_dir: Path,
                         ignore_index=True)
     if "cell_id" in records:
         records = records.drop_duplicates(subset="cell_id", keep="first")
-    verdicts = judge.judge_all(claims, records)
+    verdicts = judge.judge_all(claims, records, looks, repetitions)
     return render.write(verdicts, render.run_info(records), out_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 from pathlib import Path
 
 import jsonschema
@@ -45,16 +46,30 @@ class Measure:
 
 @dataclasses.dataclass(frozen=True)
 class Tolerance:
-    rule: str           # relative | absolute | direction
+    """How far from the paper a measurement may be and still agree; ``Claim.band`` turns it
+    into the interval of values that agree. The rules:
+
+    * effect: a ratio's log (a difference itself) within ``value`` x the paper's effect of
+      it (0.5: from half the paper's gain to half again as much), so a claimed +32 % fails
+      at +2 % as surely as at -5 %;
+    * margin: an 'equal' claim's equivalence margin around no difference: a ratio within
+      [1 / (1 + value), 1 + value], a difference within +-value;
+    * relative: within +-value x the paper's value; absolute: within +-value of it;
+    * share: a percentage within +-value on the log-odds scale around the paper's (the same
+      relative precision for a share and its complement);
+    * direction: only the side of the neutral value counts (orderings).
+    """
+    rule: str           # effect | margin | relative | absolute | share | direction
     reason: str
     value: float | None = None
 
     def label(self) -> str:
-        if self.rule == "relative":
-            return f"±{self.value * 100:g} %"
-        if self.rule == "absolute":
-            return f"±{self.value:g}"
-        return "direction"
+        if self.rule == "direction":
+            return "direction"
+        v = self.value
+        return {"effect": f"effect ±{v * 100:g} %", "margin": f"margin ±{v * 100:g} %",
+                "relative": f"±{v * 100:g} %", "absolute": f"±{v:g}",
+                "share": f"±{v:g} log-odds"}[self.rule]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,6 +95,31 @@ class Claim:
     def neutral(self) -> float | None:
         """The value of 'no difference': 1 for ratios and orderings, 0 for differences."""
         return {"ratio": 1.0, "ordering": 1.0, "difference": 0.0}.get(self.kind)
+
+    @property
+    def log_effect(self) -> bool:
+        """Whether the claim's effect is its log (a ratio of positive means)."""
+        return self.kind in ("ratio", "ordering") and self.paper_value > 0
+
+    def band(self) -> tuple[float, float]:
+        """The values that agree with the paper (either end may be infinite)."""
+        tol, p, v = self.tolerance, self.paper_value, self.tolerance.value
+        if tol.rule == "direction":
+            return (self.neutral, math.inf) if self.direction == "higher" \
+                else ((0.0 if self.log_effect else -math.inf), self.neutral)
+        if tol.rule == "effect":
+            if self.log_effect:
+                e = math.log(p)
+                return tuple(sorted((math.exp(e * (1 - v)), math.exp(e * (1 + v)))))
+            return tuple(sorted((p - v * abs(p - self.neutral), p + v * abs(p - self.neutral))))
+        if tol.rule == "margin":
+            return (1 / (1 + v), 1 + v) if self.kind in ("ratio", "ordering") else (-v, v)
+        if tol.rule == "relative":
+            return (p - v * abs(p), p + v * abs(p))
+        if tol.rule == "absolute":
+            return (p - v, p + v)
+        logit = math.log(p / (100 - p))
+        return tuple(100 / (1 + math.exp(-(logit + s))) for s in (-v, v))
 
     def terms(self) -> list[Term]:
         """Every term the claim's value needs, in evaluation order."""
@@ -119,16 +159,16 @@ def check(claim: Claim) -> None:
         return ClaimsError(f"claim {claim.id!r}: {msg}")
 
     tol = claim.tolerance
-    if tol.rule in ("relative", "absolute") and tol.value is None:
+    if tol.rule != "direction" and tol.value is None:
         raise bad(f"tolerance rule {tol.rule!r} needs a value")
     if tol.rule == "direction" and tol.value is not None:
         raise bad("tolerance rule 'direction' takes no value (only the side counts)")
     if claim.kind == "absolute":
         if claim.measure.reference or claim.versus:
             raise bad("an absolute claim has no reference and no versus")
-        if claim.direction != "equal" or tol.rule == "direction":
-            raise bad("an absolute claim is judged by its tolerance: direction 'equal' and a "
-                      "relative or absolute tolerance")
+        if claim.direction != "equal" or tol.rule not in ("relative", "absolute", "share"):
+            raise bad("an absolute claim is judged by a band around the paper's value: "
+                      "direction 'equal' and tolerance rule relative, absolute or share")
     else:
         if claim.measure.reference is None:
             raise bad(f"a {claim.kind} claim needs measure.reference (what it compares with)")
@@ -139,8 +179,28 @@ def check(claim: Claim) -> None:
         raise bad("versus (a ratio of two measures) is for ordering claims")
     if claim.kind == "ordering" and tol.rule != "direction":
         raise bad("an ordering claim has tolerance rule 'direction' (only the side counts)")
-    if claim.direction == "equal" and tol.rule == "direction":
-        raise bad("an 'equal' claim needs a relative or absolute band, not rule 'direction'")
+    if claim.direction == "equal" and claim.kind != "absolute" and tol.rule != "margin":
+        raise bad("an 'equal' claim is an equivalence: tolerance rule 'margin' (a margin "
+                  "around no difference), not a band around the paper's value")
+    if tol.rule == "margin" and claim.direction != "equal":
+        raise bad("tolerance rule 'margin' is for 'equal' claims")
+    if tol.rule == "effect" and not (0 < tol.value < 1):
+        raise bad(f"tolerance rule 'effect' takes a fraction of the paper's effect in (0, 1), "
+                  f"not {tol.value}")
+    if tol.rule == "share" and not 0 < claim.paper_value < 100:
+        raise bad(f"tolerance rule 'share' is for a percentage in (0, 100), not "
+                  f"{claim.paper_value}")
+    lo, hi = claim.band()
+    if not lo <= claim.paper_value <= hi and tol.rule != "direction":
+        raise bad(f"the paper's value {claim.paper_value} is outside the claim's own band "
+                  f"[{lo:.4g}, {hi:.4g}]")
+    if claim.direction in ("higher", "lower") and tol.rule != "direction":
+        n = claim.neutral
+        on_side = lo > n if claim.direction == "higher" else hi < n
+        if not on_side:
+            raise bad(f"the band [{lo:.4g}, {hi:.4g}] reaches the neutral value {n:g}: a "
+                      f"'{claim.direction}' claim's band must lie on its side (narrow the "
+                      "tolerance)")
     if claim.testbed == "model" and not any(m.startswith("ftl_") or "modelled" in m
                                             for m in claim.metrics()):
         raise bad("testbed 'model' judges a metric of the device model (waf_modelled*, ftl_*, "

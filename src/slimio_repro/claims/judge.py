@@ -1,40 +1,41 @@
 """A verdict per claim from one run's tidy records (results/tables/cells.csv).
 
 The value of a claim is computed from the means of its terms' cells (ratio, difference, the
-term alone, or a ratio of two ratios); its uncertainty is a percentile bootstrap over the
-repetitions (scipy.stats.bootstrap, each set of cells resampled on its own, the terms of one
-set together, seeded). The verdict:
+term alone, or a ratio of two ratios); its 95 % confidence interval is a t interval on the
+claim's effect (claims/stats.py). The interval decides, against the claim's band (the values
+that agree with the paper, ``Claim.band``):
 
-* holds: the value is on the claimed side of the neutral value (1 for ratios, 0 for
-  differences) and within the claim's tolerance of the paper's value ('equal' claims and
-  absolute claims: within the tolerance);
-* holds in direction only: on the claimed side, outside the tolerance;
-* does not hold: not on the claimed side (or outside an 'equal' band);
+* holds: the whole interval lies inside the band (for an 'equal' claim this is two one-sided
+  tests against its margin);
+* holds in direction only: the whole interval is outside the band and on the claimed side
+  of the neutral value (1 for ratios, 0 for differences);
+* does not hold: the whole interval is outside the band, not all of it on the claimed side;
+* undecided at n = k: the interval straddles an edge of the band; the reason names the edge
+  and the repetitions per cell set that the measured spread says would decide it. n = 1 is
+  always undecided (no spread measured);
 * not testable here: the claim needs what this run does not have (cells of the matrix, the
   paper profile, a native CPU, a device with garbage collection, or an output the pipeline
   does not produce yet); the reason says which.
-
-The confidence interval does not change the verdict: it is reported beside it, and a reason
-says when it includes the neutral value (the side is then not established at this n).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import math
-import warnings
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
+from slimio_repro.claims import stats
 from slimio_repro.claims.catalog import POLICY_LABELS, SYSTEM_LABELS, Claim, Measure, Term
+from slimio_repro.claims.stats import CONFIDENCE
 
 HOLDS = "holds"
 DIRECTION_ONLY = "holds in direction only"
 FAILS = "does not hold"
+UNDECIDED = "undecided"
 UNTESTABLE = "not testable here"
-VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNTESTABLE)
+VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED, UNTESTABLE)
 
 # The bound (system nopersist: persistence off, same testbed and workload): an RPS claim of a
 # system over the baseline has a ceiling, the bound's rate over the baseline's. Its metric per
@@ -43,10 +44,6 @@ VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNTESTABLE)
 BOUND_SYSTEM = "nopersist"
 BOUND_METRIC = {"rps_wal_only": "rps_wal_only", "rps_wal_snapshot": "rps_wal_only",
                 "rps_avg": "rps_avg"}
-
-CONFIDENCE = 0.95
-RESAMPLES = 2000
-SEED = 20251116
 
 # Why a condition of `requires` is unmet, by condition.
 REQUIREMENTS = {
@@ -83,21 +80,43 @@ class Verdict:
     n_detail: str = ""              # n per term, e.g. "2/2"
     judged_on: str = ""             # testbed (accelerator, device) the cells ran on
     ceiling: float | None = None    # the most the claim's ratio can be here (the bound's)
+    needed_n: int | None = None     # undecided: repetitions per cell set that would decide it
+    confidence: float = CONFIDENCE
+    # (n, verdict, ci_low, ci_high, confidence) at each look that judged it (matrix.looks)
+    history: tuple = ()
+
+    @property
+    def label(self) -> str:
+        """The verdict as shown: 'undecided at n=2' for an undecided one."""
+        return f"{UNDECIDED} at n={self.n}" if self.verdict == UNDECIDED else self.verdict
 
     def row(self) -> dict:
         c = self.claim
+        lo, hi = c.band()
         return {
             "claim_id": c.id, "source": c.source, "where": c.where, "quote": c.quote,
             "kind": c.kind, "testbed": c.testbed, "comparison": comparison(c),
             "metrics": ", ".join(sorted(c.metrics())), "direction": c.direction,
             "paper_value": c.paper_value, "text_value": c.text_value,
             "measured": self.measured, "ci_low": self.ci_low, "ci_high": self.ci_high,
-            "confidence_level": CONFIDENCE if self.ci_low is not None else None,
+            "confidence_level": self.confidence if self.ci_low is not None else None,
             "n": self.n, "n_per_term": self.n_detail, "judged_on": self.judged_on,
             "tolerance": c.tolerance.label(), "tolerance_reason": c.tolerance.reason,
-            "ceiling": self.ceiling,
-            "verdict": self.verdict, "reason": self.reason, "doubt": c.doubt,
+            "band_low": None if math.isinf(lo) else lo,
+            "band_high": None if math.isinf(hi) else hi,
+            "ceiling": self.ceiling, "verdict": self.verdict, "verdict_label": self.label,
+            "needed_n": self.needed_n, "reason": self.reason, "doubt": c.doubt,
+            "history": history_text(self.history),
         }
+
+
+def history_text(history) -> str:
+    """A verdict's looks in words, e.g. 'n=2: undecided [0.9, 1.4] (95 %); n=5: holds
+    [1.2, 1.3] (97.5 %)'; '' with one look or none."""
+    if len(history) < 2:
+        return ""
+    return "; ".join(f"n={n}: {v} [{number(lo)}, {number(hi)}] ({_pct(conf)})"
+                     for n, v, lo, hi, conf in history)
 
 
 def comparison(c: Claim) -> str:
@@ -182,77 +201,83 @@ def _value(c: Claim, means: dict[Term, float]) -> float:
     return v
 
 
-def _on_side(c: Claim, v: float) -> bool:
-    if c.direction == "higher":
-        return v > c.neutral
-    if c.direction == "lower":
-        return v < c.neutral
-    return True
-
-
-def _in_band(c: Claim, v: float) -> bool:
-    tol = c.tolerance
-    if tol.rule == "relative":
-        return abs(v / c.paper_value - 1) <= tol.value if c.paper_value else abs(v) <= tol.value
-    if tol.rule == "absolute":
-        return abs(v - c.paper_value) <= tol.value
-    return True
-
-
 def number(v) -> str:
     """A claim's value as the verdicts show it: 3 decimals, or thousands; '-' for none."""
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
+    if isinstance(v, float) and math.isinf(v):
+        return "inf" if v > 0 else "-inf"
     return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
-def _decide(c: Claim, v: float) -> tuple[str, str]:
+def band_text(c: Claim) -> str:
+    lo, hi = c.band()
+    return f"[{number(lo)}, {number(hi)}]"
+
+
+def decide(c: Claim, iv: stats.Interval, n: int,
+           next_confidence: float | None = None) -> tuple[str, str, int | None]:
+    """The verdict, its reason and (undecided) the repetitions per cell set that would
+    decide it at ``next_confidence`` (the confidence of the next look; the interval's own
+    by default), from the claim's interval ``iv`` (module docstring)."""
+    lo_b, hi_b = c.band()
     paper = number(c.paper_value)
-    if c.direction == "equal" or c.kind == "absolute":
-        if _in_band(c, v):
-            return HOLDS, f"{number(v)} is within {c.tolerance.label()} of the paper's {paper}"
-        off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
-        return FAILS, (f"{number(v)} is outside {c.tolerance.label()} of the paper's {paper} "
-                       f"({off:+.1f} %)")
-    want = f"{'above' if c.direction == 'higher' else 'below'} {c.neutral:g}"
-    if not _on_side(c, v):
-        return FAILS, f"{number(v)} is not {want} as claimed (the paper: {paper})"
-    if c.tolerance.rule == "direction":
-        return HOLDS, f"{number(v)} is {want} as claimed (the paper: {paper}; only the side counts)"
-    if _in_band(c, v):
-        return HOLDS, (f"{number(v)} is {want} and within {c.tolerance.label()} of the "
-                       f"paper's {paper}")
-    off = (v / c.paper_value - 1) * 100 if c.paper_value else math.nan
-    return DIRECTION_ONLY, (f"{number(v)} is {want} as claimed, but {off:+.1f} % from the "
-                            f"paper's {paper} (tolerance {c.tolerance.label()})")
+    band = f"{'margin' if c.tolerance.rule == 'margin' else 'band'} {band_text(c)}"
+    conf = _pct(iv.confidence)
+    if not iv.defined:
+        return UNDECIDED, (f"{number(iv.value)} at n={n}: one repetition measures no spread, "
+                           f"so no interval; at least 2 repetitions per cell set are needed, "
+                           f"then the spread says how many decide it ({band})"), 2
+    lo, hi = iv.low, iv.high
+    ci = f"the {conf} CI [{number(lo)}, {number(hi)}]"
+    if lo_b <= lo and hi <= hi_b:
+        return HOLDS, f"{ci} lies inside the {band} (the paper: {paper})", None
+    if hi < lo_b or lo > hi_b:
+        if c.tolerance.rule != "direction" and (
+                (c.direction == "higher" and lo > c.neutral)
+                or (c.direction == "lower" and hi < c.neutral)):
+            return DIRECTION_ONLY, (f"{ci} is {'above' if c.direction == 'higher' else 'below'}"
+                                    f" {c.neutral:g} as claimed but outside the {band} (the "
+                                    f"paper: {paper})"), None
+        where = "below" if hi < lo_b else "above"
+        return FAILS, f"{ci} lies {where} the {band} (the paper: {paper})", None
+    edges = [e for e in (lo_b, hi_b) if math.isfinite(e) and lo <= e <= hi]
+    named = " and ".join(f"{'lower' if e == lo_b else 'upper'} edge {number(e)}"
+                         for e in edges)
+    need = stats.repetitions_to_clear(iv, edges, next_confidence)
+    at = "" if next_confidence is None else f" at the {_pct(next_confidence)} a further look uses"
+    if need is None:
+        more = (f"no number of repetitions up to {stats.MAX_REPETITIONS} would{at}: the "
+                f"measured {number(iv.value)} sits on the edge")
+    else:
+        more = (f"about {need} repetitions per cell set would decide it{at} if the measured "
+                "mean and spread held")
+    return UNDECIDED, (f"{ci} straddles the {band}'s {named} at n={n}; {more} (the paper: "
+                       f"{paper})"), need
 
 
-def _bootstrap(c: Claim, groups: dict, metrics_of: dict) -> tuple[float | None, float | None]:
-    """Percentile bootstrap CI of the claim's value; None when a set has fewer than 2 cells."""
-    keys = list(groups)
-    if any(len(groups[k]) < 2 for k in keys):
-        return None, None
-
-    def statistic(*samples):
-        means = {}
-        for key, idx in zip(keys, samples):
-            for term, values in metrics_of[key]:
-                means[term] = float(values[idx.astype(int)].mean())
-        return _value(c, means)
-
-    return _interval(tuple(np.arange(len(groups[k]), dtype=float) for k in keys), statistic)
+def _pct(confidence: float) -> str:
+    """95 % as '95%', 97.5 % as '97.5%'."""
+    return f"{confidence * 100:.4g}%"
 
 
-def _interval(data: tuple, statistic) -> tuple[float | None, float | None]:
-    """The seeded percentile bootstrap every interval of this stage uses (each sample
-    resampled on its own); None when it is undefined."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = stats.bootstrap(data, statistic, n_resamples=RESAMPLES, vectorized=False,
-                              paired=False, confidence_level=CONFIDENCE, method="percentile",
-                              rng=np.random.default_rng(SEED))
-    lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-    return (None, None) if math.isnan(lo) or math.isnan(hi) else (lo, hi)
+def _groups(c: Claim, groups: dict) -> list[stats.Group]:
+    """The claim's cell sets as the statistics take them: a column per term."""
+    out = []
+    for key, cells in groups.items():
+        terms = tuple(t for t in dict.fromkeys(c.terms())
+                      if (t.system, t.workload, t.policy) == key)
+        values = np.column_stack([cells[t.metric].to_numpy(dtype=float) for t in terms])
+        out.append(stats.Group(terms, values))
+    return out
+
+
+def claim_interval(c: Claim, groups: list[stats.Group],
+                   confidence: float = CONFIDENCE) -> stats.Interval:
+    """The claim's value and interval from its cell sets (log scale where its effect is)."""
+    log = c.log_effect and stats.positive(groups)
+    return stats.interval(lambda means: _value(c, means), groups, log_scale=log,
+                          confidence=confidence)
 
 
 # What the motivation measures (its cells' metrics, Table 1's EXT4 system): a run without
@@ -273,16 +298,21 @@ def _needs_motivation(c: Claim, records: pd.DataFrame) -> bool:
     return False
 
 
-def judge(c: Claim, records: pd.DataFrame) -> Verdict:
-    """The verdict of one claim on one run's records (one row per cell)."""
+def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
+          next_confidence: float | None = None) -> Verdict:
+    """The verdict of one claim on one run's records (one row per cell), its interval at
+    ``confidence``; an undecided one names the repetitions that would decide it at
+    ``next_confidence`` (default: the next look's, stats.alpha_of_look(1))."""
+    if next_confidence is None:
+        next_confidence = 1 - stats.alpha_of_look(1)
     if c.not_testable:
         return Verdict(c, UNTESTABLE, c.not_testable)
     if _needs_motivation(c, records):
         return Verdict(c, UNTESTABLE, MOTIVATION_HINT)
     testbed = "vm" if c.testbed == "model" else c.testbed
     terms = c.terms()
-    # Each distinct set of cells is one bootstrap sample; its terms share the resample.
-    groups, metrics_of, n_of = {}, {}, {}
+    # Each distinct set of cells is one group; its terms are metrics of the same cells.
+    groups = {}
     for t in terms:
         key = (t.system, t.workload, t.policy)
         cells = _cells(records, testbed, t)
@@ -315,12 +345,9 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
                 devices=", ".join(sorted(set(everything["device_model"]))),
                 drive_writes=f"{everything['ftl_drive_writes'].max():.2f}"
                 if "ftl_drive_writes" in everything else "0"))
-    for key, cells in groups.items():
-        metrics_of[key] = [(t, cells[t.metric].to_numpy(dtype=float))
-                           for t in dict.fromkeys(terms)
-                           if (t.system, t.workload, t.policy) == key]
-        n_of[key] = len(cells)
-    means = {t: float(vals.mean()) for key in groups for t, vals in metrics_of[key]}
+    n_of = {key: len(cells) for key, cells in groups.items()}
+    sets = _groups(c, groups)
+    means = {t: float(v) for g in sets for t, v in zip(g.metrics, g.means())}
     value = _value(c, means)
     n_detail = "/".join(str(n_of[(t.system, t.workload, t.policy)]) for t in terms)
     n = min(n_of.values())
@@ -332,18 +359,15 @@ def judge(c: Claim, records: pd.DataFrame) -> Verdict:
         return Verdict(c, UNTESTABLE, "; ".join(unmet) + f" (measured here: {number(value)}, "
                        f"n={n}; the paper: {number(c.paper_value)})", value, None, None, n,
                        n_detail, judged_on)
-    lo, hi = _bootstrap(c, groups, metrics_of)
-    verdict, reason = _decide(c, value)
-    if lo is None:
-        reason += f"; n={n}: no confidence interval"
-    elif c.neutral is not None and c.direction != "equal" and lo <= c.neutral <= hi:
-        reason += (f"; the {CONFIDENCE:.0%} CI [{number(lo)}, {number(hi)}] includes "
-                   f"{c.neutral:g}: the side is not established at n={n}")
+    iv = claim_interval(c, sets, confidence)
+    verdict, reason, need = decide(c, iv, n, next_confidence)
     hosts = node_classes(everything)
     if len(hosts) > 1:
         reason += (f"; WARNING: the cells ran on unlike nodes ({'; '.join(hosts)}): the "
                    "ratio mixes machines")
-    return Verdict(c, verdict, reason, value, lo, hi, n, n_detail, judged_on)
+    return Verdict(c, verdict, reason, value, iv.low, iv.high, n, n_detail, judged_on,
+                   needed_n=need, confidence=confidence,
+                   history=((n, verdict, iv.low, iv.high, confidence),))
 
 
 def node_classes(records: pd.DataFrame) -> list[str]:
@@ -397,14 +421,54 @@ def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
     return dataclasses.replace(v, reason=reason, ceiling=top)
 
 
-def judge_all(claims: list[Claim], records: pd.DataFrame) -> list[Verdict]:
-    return [_with_ceiling(judge(c, records), records) for c in claims]
+def judge_all(claims: list[Claim], records: pd.DataFrame, looks: list[dict] | None = None,
+              repetitions: int | None = None) -> list[Verdict]:
+    """Every claim's verdict. With ``looks`` (matrix.looks: the repetitions each further
+    look added, per cell set, over ``repetitions`` everywhere at look 0) the claims are
+    judged look by look on the cells each look had, look j at the confidence
+    1 - stats.alpha_of_look(j); a claim decided at a look keeps that verdict (the looks
+    together err at most as often as one look at 95 %), and its history lists every look
+    that judged it."""
+    if not looks:
+        return [_with_ceiling(judge(c, records), records) for c in claims]
+    if repetitions is None:
+        raise ValueError("judging over looks needs matrix.repetitions (look 0's)")
+    sets = set_ids(records)
+    reps = pd.to_numeric(records["rep"])
+    n_of: dict[str, int] = {}
+    final: dict[str, Verdict] = {}
+    history: dict[str, tuple] = {c.id: () for c in claims}
+    for j in range(len(looks) + 1):
+        if j:
+            n_of.update(looks[j - 1])
+        cut = records[reps <= sets.map(lambda s: n_of.get(s, repetitions))]
+        last = j == len(looks)
+        for c in claims:
+            if c.id in final:
+                continue
+            v = judge(c, cut, 1 - stats.alpha_of_look(j), 1 - stats.alpha_of_look(j + 1))
+            if v.verdict != UNTESTABLE:
+                history[c.id] += v.history
+            if v.verdict != UNDECIDED or last:
+                final[c.id] = v
+    return [_with_ceiling(dataclasses.replace(final[c.id], history=history[c.id]), records)
+            for c in claims]
+
+
+def set_ids(records: pd.DataFrame) -> pd.Series:
+    """Each record's cell set (matrix.looks' keys)."""
+    return (records["testbed"].astype(str) + "-" + records["system"].astype(str) + "-"
+            + records["workload"].astype(str) + "-" + records["policy"].astype(str))
 
 
 def ratio_interval(a: np.ndarray, b: np.ndarray) -> tuple[float | None, float | None]:
-    """Percentile bootstrap CI of mean(a) / mean(b), the samples resampled independently
-    (the same method and seed as the claims'); None with fewer than 2 values on a side."""
+    """The 95 % interval of mean(a) / mean(b) (the claims' t interval on the log ratio, the
+    samples independent); None with fewer than 2 values on a side or a mean that is not
+    positive."""
     a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    if len(a) < 2 or len(b) < 2 or not b.mean():
+    if len(a) < 2 or len(b) < 2 or a.mean() <= 0 or b.mean() <= 0:
         return None, None
-    return _interval((a, b), lambda x, y: x.mean() / y.mean())
+    iv = stats.interval(lambda m: m["a"] / m["b"],
+                        [stats.Group(("a",), a[:, None]), stats.Group(("b",), b[:, None])],
+                        log_scale=True)
+    return iv.low, iv.high

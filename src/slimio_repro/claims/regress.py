@@ -2,7 +2,7 @@
 
 A run's fingerprint holds, for every ratio of the tables (each system over the baseline,
 per testbed, workload, policy and metric) and every claim it could judge, the value, its
-bootstrap confidence interval over the repetitions, and which way is worse. A reference is
+95 % confidence interval over the repetitions (the claims' t interval), and which way is worse. A reference is
 made from one or more fingerprints of runs of the same profile on an unchanged tree; each
 quantity's tolerance comes from the spread measured there, not from a guess:
 
@@ -32,7 +32,8 @@ from slimio_repro import paths as pathsmod
 from slimio_repro.claims import judge
 
 FORMAT = 1
-VERDICT_RANK = {judge.HOLDS: 0, judge.DIRECTION_ONLY: 1, judge.FAILS: 2, judge.UNTESTABLE: 3}
+VERDICT_RANK = {judge.HOLDS: 0, judge.DIRECTION_ONLY: 1, judge.UNDECIDED: 2, judge.FAILS: 3,
+                judge.UNTESTABLE: 4}
 
 
 class RegressError(ValueError):
@@ -212,7 +213,7 @@ def markdown(result: dict) -> str:
         lines.append("")
     lines.append("A regression is a quantity that moved in its worse direction by more than "
                  "its tolerance, which the reference derived from the spread of its own runs "
-                 "(sqrt(2) x the bootstrap CI half-width over repetitions, widened for the "
+                 "(sqrt(2) x the 95 % CI half-width over repetitions, widened for the "
                  "number of quantities compared (Bonferroni), or the range between reference "
                  "runs, whichever is larger); or one the run no longer produces.")
     return "\n".join(lines) + "\n"

@@ -12,11 +12,12 @@ from pathlib import Path
 import pandas as pd
 
 from slimio_repro import paths as pathsmod
-from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNTESTABLE,
-                                       VERDICTS, Verdict, node_classes, number)
+from slimio_repro.claims import stats
+from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNDECIDED,
+                                       UNTESTABLE, VERDICTS, Verdict, node_classes, number)
 
 SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
-         UNTESTABLE: "not testable"}
+         UNDECIDED: "undecided", UNTESTABLE: "not testable"}
 
 
 def run_info(records: pd.DataFrame) -> dict:
@@ -43,6 +44,15 @@ def ci_text(row) -> str:
     if row["ci_low"] is None or pd.isna(row["ci_low"]):
         return "-"
     return f"[{number(row['ci_low'])}, {number(row['ci_high'])}]"
+
+
+def band_text(row) -> str:
+    """A verdict row's band, '[lo, hi]' with an open end shown as such."""
+    lo = row.get("band_low")
+    hi = row.get("band_high")
+    lo = "-inf" if lo is None or pd.isna(lo) else number(lo)
+    hi = "inf" if hi is None or pd.isna(hi) else number(hi)
+    return f"[{lo}, {hi}]"
 
 
 def paper_text(row) -> str:
@@ -95,32 +105,44 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
         *nodes_lines(info),
         " · ".join(f"**{k}**: {v}" for k, v in n.items()) + f" (of {len(verdicts)} claims)",
         "",
-        "| Claim | Where | Claim's words | Compared | Paper | Measured | "
-        f"{CONFIDENCE:.0%} CI | n | Tolerance | Verdict | Why |",
+        "| Claim | Where | Claim's words | Compared | Paper | Band | Measured | "
+        f"{CONFIDENCE:.0%} CI | n | Verdict | Why |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for _, r in df.iterrows():
         paper = paper_text(r)
         why = _cell(r["reason"])
+        if _cell(r.get("history")):
+            why += f" **Looks:** {_cell(r['history'])}."
         if _cell(r["doubt"]):
             why += f" **Doubt:** {_cell(r['doubt'])}"
         lines.append(
             f"| {r['claim_id']} | {_cell(r['where'])} | {_cell(r['quote'])} | "
-            f"{_cell(r['comparison'])} | {paper} | {number(r['measured'])} | {ci_text(r)} | "
-            f"{r['n_per_term'] or '-'} | {r['tolerance']} | **{r['verdict']}** | {why} |")
+            f"{_cell(r['comparison'])} | {paper} | {band_text(r)} ({r['tolerance']}) | "
+            f"{number(r['measured'])} | {ci_text(r)} | {r['n_per_term'] or '-'} | "
+            f"**{r['verdict_label']}** | {why} |")
     lines += [
         "",
-        "Verdicts: *holds* = on the claimed side of 1 (ratios) or 0 (differences) and within "
-        "the tolerance of the paper's value; *holds in direction only* = on the claimed side, "
-        "outside the tolerance; *does not hold* = not on the claimed side, or outside the band "
-        "of an 'equal' or absolute claim; *not testable here* = the run lacks what the claim "
-        "needs (the reason names it). The measured value is computed from the means over the "
-        "repetitions; the confidence interval is a percentile bootstrap over them "
-        f"(scipy.stats.bootstrap, {CONFIDENCE:.0%}, each set of cells resampled on its own) "
-        "and does not change the verdict. Each claim's tolerance and its reason are in "
-        "verdicts.csv and in results/reference/claims.yaml.",
+        f"Verdicts are decided by the {CONFIDENCE:.0%} confidence interval of each claim's "
+        "value, never by the point: *holds* = the whole interval lies inside the claim's band "
+        "(the values that agree with the paper; for 'negligible', 'comparable' and 'stable' "
+        "claims a margin around no difference, which makes it two one-sided tests); *holds in "
+        "direction only* = the whole interval is outside the band, on the claimed side of 1 "
+        "(ratios) or 0 (differences); *does not hold* = the whole interval is outside the "
+        "band, not all of it on the claimed side; *undecided at n=k* = the interval straddles "
+        "an edge of the band, and the reason says how many repetitions per cell set the "
+        "measured spread says would decide it (n=1 measures no spread and is always "
+        "undecided); *not testable here* = the run lacks what the claim needs (the reason "
+        "names it). The interval is a t interval on the effect (the log of a ratio, a "
+        "difference itself), its standard error by the delta method with the spread pooled "
+        "over the claim's cell sets (src/slimio_repro/claims/stats.py). Each claim's band, "
+        "tolerance and the tolerance's reason are in verdicts.csv and "
+        "results/reference/claims.yaml.",
     ]
     return "\n".join(lines) + "\n"
+
+
+SCREEN_LINES = 50
 
 
 def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
@@ -132,7 +154,7 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
         f"Does the paper hold? {len(verdicts)} claims, {info['cells']} cells "
         f"({', '.join(info['profiles'])} profile; {', '.join(info['testbeds'])}; "
         f"{', '.join(info['accels'])})",
-        " " + ", ".join(f"{k} {v}" for k, v in n.items()),
+        " " + ", ".join(f"{SHORT[k]} {v}" for k, v in n.items()),
         "-" * 78,
     ]
     if len(info.get("node_classes", [])) > 1:
@@ -140,33 +162,37 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
             f"WARNING: the cells ran on {len(info['node_classes'])} unlike kinds of node; "
             "ratios between their cells compare machines too (verdicts.md lists them)",
             width=78, initial_indent="  ", subsequent_indent="    ")
-    # The judged claims, grouped by verdict, wrapped: id measured/paper ('*' = the artifact
-    # itself casts doubt on the claim).
-    for verdict in (HOLDS, DIRECTION_ONLY, FAILS):
-        items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}" + (
-                 "" if verdict != FAILS else
-                 f"\u00a0{_short(v.measured)}/{_short(v.claim.paper_value)}")
-                 for v in verdicts if v.verdict == verdict]
-        if items:    # a no-break space keeps each claim's id and numbers on one line
-            lines += [w.replace("\u00a0", " ") for w in textwrap.wrap(
-                ", ".join(items), width=78, initial_indent=f"  {SHORT[verdict]} ({len(items)}): ",
-                subsequent_indent="    ", break_on_hyphens=False)]
-    lines.append("  (measured/paper; * = the artifact itself casts doubt on the claim)")
+    # The judged claims, grouped by verdict, wrapped: id ('*' = the artifact itself casts
+    # doubt on the claim), and for an undecided one the repetitions that would decide it.
+    # What needs attention comes first; where the screen runs out, the claims that hold
+    # are counted instead of listed (verdicts.md lists them).
+    tail = ["  (undecided: n -> n that would decide it; * = the artifact doubts the claim)"]
     reasons = Counter(_reason_group(v.reason) for v in verdicts if v.verdict == UNTESTABLE)
     if reasons:
-        lines.append("  not testable here:")
-        for why, k in reasons.most_common(4):
-            lines.append(f"    {k:>3} x {why}")
+        tail.append("  not testable here:")
+        tail += [f"    {k:>3} x {why}" for why, k in reasons.most_common(4)]
     if verdicts_md:
-        lines.append(f"  details: {verdicts_md}")
-    lines.append("=" * 78)
-    return "\n".join(lines) + "\n"
-
-
-def _short(v) -> str:
-    if v is None or (isinstance(v, float) and math.isnan(v)):
-        return "-"
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v / 1000:.0f}k"
+        tail.append(f"  details: {verdicts_md}")
+    tail.append("=" * 78)
+    for verdict in (FAILS, UNDECIDED, DIRECTION_ONLY, HOLDS):
+        items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}" + (
+                 f"\u00a0{v.n}->{v.needed_n or '>' + str(stats.MAX_REPETITIONS)}"
+                 if verdict == UNDECIDED else "")
+                 for v in verdicts if v.verdict == verdict]
+        if not items:
+            continue
+        head = f"  {SHORT[verdict]} ({len(items)}): "
+        # a no-break space keeps each claim's id and numbers on one line
+        block = [w.replace("\u00a0", " ") for w in textwrap.wrap(
+            ", ".join(items), width=78, initial_indent=head, subsequent_indent="    ",
+            break_on_hyphens=False)]
+        room = SCREEN_LINES - len(lines) - len(tail)
+        if len(block) > room:
+            block = block[:max(room - 1, 0)] + [
+                f"    ... ({len(items)} in all: {verdicts_md or 'verdicts.md'} lists them)"
+                if room > 1 else f"{head}listed in {verdicts_md or 'verdicts.md'}"]
+        lines += block
+    return "\n".join(lines + tail) + "\n"
 
 
 def _reason_group(reason: str) -> str:

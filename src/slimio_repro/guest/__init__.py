@@ -10,7 +10,7 @@ absent. The other stages use what ``__all__`` names.
 from . import (bench, benchmark, fdp, fsimage, inmemory, layout, motivation, phases, provenance,
                redislog, roofline, server, slimio, vmstorage, ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
-from .cellplan import (BASELINE_EXT4, CELL_ID_PATTERN, MOTIVATION_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
+from .cellplan import (BASELINE_EXT4, CELL_ID_PATTERN, CELL_SET_PATTERN, MOTIVATION_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
                        POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
                        DeviceProfile, Motivation, Placement, RedisBenchmark, Recovery, Roofline, Server,
                        Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, on_file_system,
@@ -24,7 +24,7 @@ __all__ = [
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
     # the cell plan
-    "BASELINE_EXT4", "CELL_ID_PATTERN", "MOTIVATION_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
+    "BASELINE_EXT4", "CELL_ID_PATTERN", "CELL_SET_PATTERN", "MOTIVATION_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
     "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Motivation", "Placement", "RedisBenchmark",
     "Recovery", "Roofline", "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system",
     "is_slimio", "on_file_system", "persists", "policies_of", "SYSTEM_FILESYSTEM",

@@ -43,6 +43,8 @@ WORKLOADS = ("redis-benchmark", "ycsb-a")
 # Systems that run SlimIO (the slimio build); slimio-nofdp differs only in placement.
 SLIMIO_SYSTEMS = ("slimio", "slimio-nofdp")
 CELL_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}-r{rep}"
+# A cell set: the repetitions of one system's workload under one policy on one testbed.
+CELL_SET_PATTERN = "{testbed}-{system}-{workload}-{policy}"
 # A motivation cell (:class:`Motivation`): its system's scenarios, on its own VM.
 MOTIVATION_ID_PATTERN = "{testbed}-{system}-motivation-r{rep}"
 
@@ -97,6 +99,11 @@ class Cell:
     @property
     def id(self) -> str:
         return CELL_ID_PATTERN.format(**self.wildcards())
+
+    @property
+    def set_id(self) -> str:
+        """The cell set it repeats (matrix.looks' keys)."""
+        return CELL_SET_PATTERN.format(**self.wildcards())
 
     @classmethod
     def from_id(cls, cell_id: str) -> "Cell":

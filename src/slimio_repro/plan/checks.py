@@ -95,6 +95,26 @@ def matrix_scope(matrix: dict, system: str) -> tuple[list[str], list[str]]:
             [p for p in matrix["policies"] if p in (only.get("policies") or [p])])
 
 
+def repetitions_of_sets(matrix: dict, sets: list[str]) -> dict[str, int]:
+    """Each cell set's repetitions: matrix.repetitions, or more where matrix.looks adds
+    them. Raises :class:`ConfigError` naming a look's key that is no cell set of the
+    matrix, or a set whose repetitions shrink from one look to the next."""
+    reps = {s: matrix["repetitions"] for s in sets}
+    for j, look in enumerate(matrix.get("looks") or [], 1):
+        for key, n in look.items():
+            if key not in reps:
+                raise ConfigError(
+                    f"matrix.looks[{j - 1}]: {key!r} is no cell set of this matrix (its sets "
+                    f"are {', '.join(sorted(reps)) or 'none'}); remove it, or run `slimio-repro "
+                    "decide` again on the same profile")
+            if n < reps[key]:
+                raise ConfigError(
+                    f"matrix.looks[{j - 1}].{key}: {n} repetitions, fewer than the "
+                    f"{reps[key]} it had before; a look only adds repetitions")
+            reps[key] = n
+    return reps
+
+
 def check_matrix(config: dict) -> None:
     bench = config["workloads"]["redis-benchmark"]
     width = bench["key_size_bytes"]

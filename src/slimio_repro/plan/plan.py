@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .. import paths
 from ..build import ycsb as ycsb_build
-from ..guest import (BASELINE_EXT4, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell,
+from ..guest import (BASELINE_EXT4, CELL_SET_PATTERN, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell,
                      CellPlan, Motivation, Placement, RedisBenchmark, Recovery, Roofline,
                      Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists,
                      policies_of)
@@ -139,10 +139,13 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
               for testbed, system in itertools.product(m["testbeds"], m["systems"])
               for workloads, policies in [checks.matrix_scope(m, system)]
               for workload in workloads for policy in policies_of(system, policies)]
+    reps = checks.repetitions_of_sets(m, [CELL_SET_PATTERN.format(
+        testbed=t, system=s, workload=w, policy=po) for t, s, w, po in combos])
     cells = [_cell_plan(config, p, profile, version, ycsb_version, testbed, system, workload,
                         policy, rep)
              for testbed, system, workload, policy in combos
-             for rep in range(1, m["repetitions"] + 1)]
+             for rep in range(1, reps[CELL_SET_PATTERN.format(
+                 testbed=testbed, system=system, workload=workload, policy=policy)] + 1)]
     mot = config["motivation"]
     table1, scenario_cells, unavailable = (), (), None
     if profile is None:

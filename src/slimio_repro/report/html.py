@@ -3,12 +3,23 @@
 Everything the page shows is read from the results directory (verdicts, tables' Markdown,
 figures and their captions, per-cell records and provenance); images and links are relative
 to it, so the page works offline wherever the directory is copied, with no external asset.
+
+The page is complete or it is not written. What a run should have made is not listed here:
+rule render_report (workflows/rules/report.smk) passes its inputs, which are the outputs the
+aggregate, motivation and claims rules declare for the run's plan, as ``expected``, each with
+the rule that makes it; one missing stops the build (:class:`MissingOutputs`) and names it.
+Given no such list (``slimio-repro report``), the page shows every table and figure in the
+directory and says that its completeness was not checked. Either way it carries the list of
+tables and figures it shows (``<script id="report-outputs">``) for the browser check.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import os
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 import jinja2
@@ -20,34 +31,101 @@ from slimio_repro.claims import ci_text, node_classes, number, paper_text
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 
-# The tables, in the paper's order; the WAF evidence has its own section.
-TABLES = [
-    ("table1_snapshot_impact", "Table 1: stock Redis's throughput and memory with a snapshot "
-                               "running (EXT4, F2FS)"),
-    ("table2_fs_write_path_cpu", "Table 2: the file system's write path in the snapshot "
-                                 "process's CPU"),
-    ("table3_redis_benchmark", "Table 3: redis-benchmark"),
-    ("table3_ratios", "Table 3: ratios to the baseline"),
-    ("table4_ycsb_a", "Table 4: YCSB-A"),
-    ("table4_ratios", "Table 4: ratios to the baseline"),
-    ("table5_recovery", "Table 5: recovery"),
-    ("table5_ratios", "Table 5: ratios to the baseline"),
-    ("roofline", "The device roofline (fio on the namespace)"),
-    ("timing", "Where the time goes, per cell"),
-]
-WAF_TABLES = [("ftl_waf", "Modelled device WAF (FTL model, placement honoured and ignored)"),
-              ("waf_sensitivity", "WAF sensitivity: reclaim unit size, over-provisioning, "
-                                  "handles")]
-FIGURES = [
-    ("fig2_snapshot_analysis", "Figure 2: where a snapshot's time goes, and its throughput "
-                               "against the ideal"),
-    ("fig4_runtime_rps", "Figure 4: Baseline vs SlimIO w/o FDP, runtime RPS (Periodical-Log)"),
-    ("fig5_runtime_rps", "Figure 5: Baseline vs SlimIO, runtime RPS (Periodical-Log)"),
-]
-WAF_FIGURES = [("waf_sensitivity", "Modelled WAF against device geometry")]
+# How the page presents a table or figure that it shows: its title and its place, in the
+# paper's order; the WAF evidence has its own section. Which ones a run has is not decided
+# here (module docstring); one not named here is shown too, after these, titled by its file.
+TABLES = {
+    "table1_snapshot_impact": "Table 1: stock Redis's throughput and memory with a snapshot "
+                              "running (EXT4, F2FS)",
+    "table2_fs_write_path_cpu": "Table 2: the file system's write path in the snapshot "
+                                "process's CPU",
+    "table3_redis_benchmark": "Table 3: redis-benchmark",
+    "table3_ratios": "Table 3: ratios to the baseline",
+    "table4_ycsb_a": "Table 4: YCSB-A",
+    "table4_ratios": "Table 4: ratios to the baseline",
+    "table5_recovery": "Table 5: recovery",
+    "table5_ratios": "Table 5: ratios to the baseline",
+    "roofline": "The device roofline (fio on the namespace)",
+    "timing": "Where the time goes, per cell",
+}
+WAF_TABLES = {
+    "ftl_waf": "Modelled device WAF (FTL model, placement honoured and ignored)",
+    "waf_sensitivity": "WAF sensitivity: reclaim unit size, over-provisioning, handles",
+}
+FIGURES = {
+    "fig2_snapshot_analysis": "Figure 2: where a snapshot's time goes, and its throughput "
+                              "against the ideal",
+    "fig4_runtime_rps": "Figure 4: Baseline vs SlimIO w/o FDP, runtime RPS (Periodical-Log)",
+    "fig5_runtime_rps": "Figure 5: Baseline vs SlimIO, runtime RPS (Periodical-Log)",
+}
+WAF_FIGURES = {"waf_sensitivity": "Modelled WAF against device geometry"}
+# Each cell's own runtime-RPS figure goes with the cells, not with the paper's figures.
+CELL_FIGURE_DIR = Path(pathsmod.CELL_FIGURE_PATTERN).parent.as_posix()
 
 VERDICT_CLASS = {"holds": "holds", "holds in direction only": "direction",
-                 "does not hold": "fails", "not testable here": "untestable"}
+                 "does not hold": "fails", "undecided": "undecided",
+                 "not testable here": "untestable"}
+
+
+class MissingOutputs(FileNotFoundError):
+    """Outputs the run should have made are not in its results directory, so the report is
+    not written. ``missing`` maps each (relative to the results directory) to what makes it."""
+
+    def __init__(self, results: Path, missing: Mapping[str, str]):
+        self.results = results
+        self.missing = dict(missing)
+        files = "\n".join(f"  {f} (made by {maker})" for f, maker in self.missing.items())
+        super().__init__(
+            f"the report of {results} is not written: {len(self.missing)} of the outputs "
+            f"this run should have made {'is' if len(self.missing) == 1 else 'are'} "
+            f"missing:\n{files}\nmake them (`make reproduce` makes everything the run "
+            "should have; `snakemake --cores all FILE` makes one file), then render the "
+            "report again")
+
+
+def expected_outputs(results: Path,
+                     expected: Mapping[str | Path, str] | Iterable[str | Path] | None
+                     ) -> dict[str, str]:
+    """``expected`` as {path relative to ``results``: what makes it}. Its paths are as
+    Snakemake gives a rule's inputs: absolute, or relative to the working directory; a
+    plain list of paths says nothing of what makes each ("the pipeline")."""
+    if expected is None:
+        return {}
+    items = expected.items() if isinstance(expected, Mapping) else \
+        ((f, "the pipeline") for f in expected)
+    base = os.path.abspath(results)
+    out = {}
+    for f, maker in items:
+        rel = os.path.relpath(os.path.abspath(f), base)
+        out[Path(rel).as_posix() if not rel.startswith("..") else os.path.abspath(f)] = maker
+    return out
+
+
+def _band(row: dict) -> str | None:
+    """A verdict row's band, '[lo, hi]' (an open end as -inf or inf); None for a verdict file
+    from before bands."""
+    if "band_low" not in row and "band_high" not in row:
+        return None
+    lo, hi = row.get("band_low"), row.get("band_high")
+    return f"[{'-inf' if lo is None else number(lo)}, {'inf' if hi is None else number(hi)}]"
+
+
+def _shown(results: Path, expected: Mapping[str, str], directory: str, suffix: str,
+           recursive: bool = False) -> list[str]:
+    """The files of ``directory`` (relative to the results directory) with ``suffix`` that
+    the page shows: the expected ones and any other there."""
+    found = (results / directory).rglob(f"*{suffix}") if recursive \
+        else (results / directory).glob(f"*{suffix}")
+    present = {p.relative_to(results).as_posix() for p in found}
+    wanted = {f for f in expected if f.endswith(suffix) and (
+        f.startswith(f"{directory}/") if recursive else Path(f).parent.as_posix() == directory)}
+    return sorted(present | wanted)
+
+
+def _ordered(stems: list[str], *known: Mapping[str, str]) -> list[str]:
+    """``stems`` in the order of the ``known`` presentations, then the rest by name."""
+    order = [s for k in known for s in k]
+    return sorted(stems, key=lambda s: (order.index(s) if s in order else len(order), s))
 
 
 def _md(path: Path) -> str | None:
@@ -56,8 +134,8 @@ def _md(path: Path) -> str | None:
     return markdown.markdown(path.read_text(), extensions=["tables"])
 
 
-def _caption(results: Path, stem: str, default: str) -> str:
-    cap = results / "figures" / f"{stem}.caption.txt"
+def _caption(results: Path, png: str, default: str) -> str:
+    cap = results / Path(png).with_suffix(".caption.txt")
     return cap.read_text().strip() if cap.exists() else default
 
 
@@ -136,25 +214,72 @@ def _caveats(records: pd.DataFrame) -> list[str]:
     return out
 
 
-def build(results: Path) -> str:
-    """The report's HTML for the results directory `results`."""
+def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Path] | None = None
+          ) -> str:
+    """The report's HTML for the results directory `results`. ``expected``: the outputs the
+    run should have made, each with what makes it (module docstring); if any is missing,
+    :class:`MissingOutputs` names them all."""
     results = Path(results)
+    wanted = expected_outputs(results, expected)
+    missing = {f: maker for f, maker in wanted.items() if not (results / f).exists()}
+    if missing:
+        raise MissingOutputs(results, missing)
     verdicts = json.loads((results / pathsmod.VERDICT_FILES["json"]).read_text())
     records = pd.read_csv(results / pathsmod.CELLS_TABLE)
     rows = []
     for v in verdicts["verdicts"]:
+        # verdict_label and the band are newer than some verdict files: those still render.
         rows.append({**v, "paper": paper_text(v), "measured_text": number(v["measured"]),
-                     "ci": ci_text(v), "css": VERDICT_CLASS[v["verdict"]]})
+                     "ci": ci_text(v), "label": v.get("verdict_label") or v["verdict"],
+                     "band": _band(v),
+                     "needed_n": v.get("needed_n"), "css": VERDICT_CLASS.get(v["verdict"], "")})
 
-    def tables(spec):
-        return [{"id": stem, "title": title, "html": _md(results / "tables" / f"{stem}.md"),
-                 "csv": f"tables/{stem}.csv"}
-                for stem, title in spec if (results / "tables" / f"{stem}.md").exists()]
+    def exists(rel: str) -> bool:
+        return rel in wanted or (results / rel).exists()
 
-    def figures(spec):
-        return [{"id": stem, "title": title, "src": f"figures/{stem}.png",
-                 "pdf": f"figures/{stem}.pdf", "caption": _caption(results, stem, title)}
-                for stem, title in spec if (results / "figures" / f"{stem}.png").exists()]
+    def tables(stems, titles):
+        return [{"id": s, "title": titles.get(s, s), "html": _md(results / "tables" / f"{s}.md"),
+                 "csv": f"tables/{s}.csv" if exists(f"tables/{s}.csv") else None}
+                for s in stems]
+
+    def figures(files, titles):
+        out = []
+        for f in files:
+            stem = Path(f).stem
+            title = titles.get(stem, stem)
+            pdf = Path(f).with_suffix(".pdf").as_posix()
+            out.append({"id": stem, "title": title, "src": f,
+                        "pdf": pdf if exists(pdf) else None,
+                        "caption": _caption(results, f, title)})
+        return out
+
+    table_stems = [Path(f).stem for f in _shown(results, wanted, "tables", ".md")]
+    waf_table_stems = _ordered([s for s in table_stems if s in WAF_TABLES], WAF_TABLES)
+    main_table_stems = _ordered([s for s in table_stems if s not in WAF_TABLES], TABLES)
+    pngs = _shown(results, wanted, "figures", ".png", recursive=True)
+    cell_pngs = [f for f in pngs if Path(f).parent.as_posix() == CELL_FIGURE_DIR]
+    paper_pngs = {Path(f).stem: f for f in pngs if f not in cell_pngs}
+    waf_pngs = [paper_pngs[s] for s in _ordered([s for s in paper_pngs if s in WAF_FIGURES],
+                                                 WAF_FIGURES)]
+    main_pngs = [paper_pngs[s] for s in _ordered([s for s in paper_pngs
+                                                   if s not in WAF_FIGURES], FIGURES)]
+    # What the page shows, for the browser check: it must find each table rendered and
+    # each image loaded.
+    outputs = {"checked": expected is not None,
+               "tables": main_table_stems + waf_table_stems,
+               "figures": main_pngs + waf_pngs + cell_pngs}
+    if expected is not None:
+        n_tables = sum(1 for f in wanted if f.startswith("tables/") and f.endswith(".md"))
+        n_figures = sum(1 for f in wanted if f.endswith(".png"))
+        completeness = (f"Complete: every one of the {len(wanted)} files this run's rules "
+                        f"declare is here ({n_tables} tables and {n_figures} figures among "
+                        "them); the page is not written without them.")
+    else:
+        completeness = ("Not checked for completeness: this page was rendered without the "
+                        "run's list of outputs (slimio-repro report) and shows the tables "
+                        "and figures that are in the results directory. The pipeline's rule "
+                        "render_report (make reproduce) renders it only when every table and "
+                        "figure the run should have made is there.")
 
     cells = []
     for _, r in records.sort_values("cell_id").iterrows():
@@ -163,9 +288,6 @@ def build(results: Path) -> str:
                       "workload": r["workload"], "policy": r["policy"], "rep": int(r["rep"]),
                       "rps": number(r.get("rps_avg")), "raw": raw,
                       "provenance": raw + "provenance.json",
-                      "figure": f"figures/runtime_rps/{r['cell_id']}.png"
-                      if (results / "figures" / "runtime_rps" / f"{r['cell_id']}.png").exists()
-                      else None,
                       "has_raw": (results / raw).is_dir()})
     info = verdicts["run"]
     glance = (f"This run: {info['cells']} cells of the {', '.join(info['profiles'])} profile "
@@ -176,10 +298,13 @@ def build(results: Path) -> str:
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
                              loader=jinja2.FileSystemLoader(TEMPLATE.parent))
     return env.get_template(TEMPLATE.name).render(
-        glance=glance, counts=verdicts["counts"], n_claims=len(rows), verdicts=rows,
+        glance=glance, completeness=completeness, outputs=outputs,
+        counts=verdicts["counts"], n_claims=len(rows), verdicts=rows,
         confidence=verdicts["confidence_level"], provenance=_provenance(results, records),
-        caveats=_caveats(records), tables=tables(TABLES), waf_tables=tables(WAF_TABLES),
-        figures=figures(FIGURES), waf_figures=figures(WAF_FIGURES), cells=cells,
+        caveats=_caveats(records), tables=tables(main_table_stems, TABLES),
+        waf_tables=tables(waf_table_stems, WAF_TABLES),
+        figures=figures(main_pngs, FIGURES), waf_figures=figures(waf_pngs, WAF_FIGURES),
+        cell_figures=[{"id": Path(f).stem, "src": f} for f in cell_pngs], cells=cells,
         crash=_md(results / pathsmod.CRASH_DIR / "summary.md"),
         crash_log=f"{pathsmod.CRASH_DIR}/campaign.jsonl",
         summary=(results / pathsmod.VERDICT_FILES["summary"]).read_text()
@@ -187,14 +312,36 @@ def build(results: Path) -> str:
         escape=html.escape)
 
 
-def write(results: Path, out: Path | None = None) -> Path:
-    """Write the report (default results/report.html) and return its path."""
+def made_by(files: Iterable[str | Path], rules: Iterable) -> dict[str, str]:
+    """Each of ``files`` -> the rule of ``rules`` that makes it ('rule NAME'; Snakemake's
+    rules, or anything with ``name`` and ``is_producer(path)``), 'the pipeline' if none."""
+    rules = [r for r in rules if r.name != "render_report"]
+    return {str(f): next((f"rule {r.name}" for r in rules if r.is_producer(str(f))),
+                         "the pipeline") for f in files}
+
+
+def write_for_rule(report: str | Path, expected: Mapping[str, str]) -> Path:
+    """Rule render_report's job: the report at ``report`` with ``expected`` (the outputs the
+    run should have made -> the rule that makes each, :func:`made_by`); says on stdout (the
+    rule's log) what it expected."""
+    makers = Counter(expected.values())
+    print(f"{len(expected)} outputs of this run expected, made by: "
+          + ", ".join(f"{m} ({n})" for m, n in sorted(makers.items())))
+    out = write(Path(report).parent, Path(report), expected)
+    print(out)
+    return out
+
+
+def write(results: Path, out: Path | None = None,
+          expected: Mapping[str | Path, str] | Iterable[str | Path] | None = None) -> Path:
+    """Write the report (default results/report.html) and return its path. Nothing is
+    written if the build fails (:class:`MissingOutputs`): an earlier report stays as it was."""
     results = Path(results)
     out = Path(out) if out else results / pathsmod.REPORT
     if out.resolve().parent != results.resolve():
         raise ValueError(f"the report must sit in the results directory {results} (its links "
                          f"are relative to it), not at {out}")
-    text = build(results)
+    text = build(results, expected)
     tmp = out.with_suffix(".html.tmp")
     tmp.write_text(text)
     tmp.replace(out)

@@ -1,0 +1,217 @@
+"""More repetitions only where a verdict needs them (`slimio-repro decide`, `make decide`).
+
+Each round looks at the run's verdicts (judged look by look, judge.judge_all), finds the
+undecided claims, and plans the repetitions that decide the most of them per minute of
+cell time within what is left of the budget: a claim is decided, if its measured mean and
+spread hold, once every cell set it compares has the repetitions its verdict names
+(needed_n, at the next look's confidence); sets shared between claims are paid once. The
+plan is one more look (matrix.looks, written to RESULTS_DIR/claims/decide.yaml), which the
+same Snakemake pipeline runs as new -rN cells (nothing that exists is run again), and the
+claims are judged again. Rounds go on until every claim is decided, nothing more fits in
+the budget, or ``max_looks`` is reached.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from slimio_repro import paths
+from slimio_repro.claims import catalog, judge
+from slimio_repro.claims.judge import UNDECIDED, Verdict
+
+# The file of the looks decide added (a config file: give it to snakemake and
+# `slimio-repro claims` after the profile's).
+LOOKS_FILE = "claims/decide.yaml"
+# Cell time assumed for a cell set no cell of which recorded its wall time.
+DEFAULT_CELL_S = 120.0
+MAX_LOOKS = 4
+
+
+class DecideError(ValueError):
+    """A run decide cannot work on; the message says why and what to do."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Batch:
+    """One look's repetitions: cell set -> its repetitions after the look."""
+    reps: dict[str, int]
+    minutes: float                 # cell time planned
+    claims: tuple[str, ...]        # the claims it is planned to decide
+    left_out: tuple[str, ...]      # undecided claims it cannot decide within the budget
+
+
+def claim_sets(c: catalog.Claim, records: pd.DataFrame) -> list[str]:
+    """The cell sets a claim's value takes its means from (a term that pools both policies
+    takes both)."""
+    testbed = "vm" if c.testbed == "model" else c.testbed
+    out = []
+    for t in c.terms():
+        cells = judge.cells_of(records, testbed, t.system, t.workload, t.policy)
+        out += sorted(set(judge.set_ids(cells)))
+    return list(dict.fromkeys(out))
+
+
+def cell_minutes(records: pd.DataFrame) -> dict[str, float]:
+    """Each cell set's mean wall time per cell in minutes (cell_total_s; the mean over every
+    cell where a set has none, DEFAULT_CELL_S where no cell has one)."""
+    sets = judge.set_ids(records)
+    wall = pd.to_numeric(records.get("cell_total_s", pd.Series(index=records.index,
+                                                               dtype=float)),
+                         errors="coerce")
+    overall = wall.mean() if wall.notna().any() else DEFAULT_CELL_S
+    out = {}
+    for s in sets.unique():
+        mine = wall[sets == s].dropna()
+        out[s] = float(mine.mean() if len(mine) else overall) / 60
+    return out
+
+
+def plan_batch(verdicts: list[Verdict], records: pd.DataFrame, budget_min: float) -> Batch:
+    """The repetitions that decide the most undecided claims per minute within
+    ``budget_min``: greedily, the claim whose missing repetitions cost least given what is
+    planned already, until the next one does not fit."""
+    have = judge.set_ids(records).value_counts().to_dict()
+    minutes = cell_minutes(records)
+    wanted = {}
+    for v in verdicts:
+        if v.verdict == UNDECIDED and v.needed_n:
+            sets = claim_sets(v.claim, records)
+            if sets:
+                wanted[v.claim.id] = (v.needed_n, sets)
+    planned = dict(have)
+    chosen, spent = [], 0.0
+
+    def cost(need, sets):
+        return sum(max(0, need - planned.get(s, 0)) * minutes.get(s, DEFAULT_CELL_S / 60)
+                   for s in sets)
+
+    while True:
+        options = sorted((cost(*wanted[cid]), cid) for cid in wanted if cid not in chosen)
+        fits = [(m, cid) for m, cid in options if spent + m <= budget_min]
+        if not fits:
+            break
+        m, cid = fits[0]
+        need, sets = wanted[cid]
+        for s in sets:
+            planned[s] = max(planned.get(s, 0), need)
+        chosen.append(cid)
+        spent += m
+    reps = {s: n for s, n in planned.items() if n > have.get(s, 0)}
+    undecided = [v.claim.id for v in verdicts if v.verdict == UNDECIDED]
+    return Batch(reps, spent, tuple(chosen), tuple(c for c in undecided if c not in chosen))
+
+
+def load_looks(results: Path) -> list[dict]:
+    f = Path(results) / LOOKS_FILE
+    if not f.exists():
+        return []
+    data = yaml.safe_load(f.read_text()) or {}
+    return list((data.get("matrix") or {}).get("looks") or [])
+
+
+def write_looks(results: Path, looks: list[dict]) -> Path:
+    f = Path(results) / LOOKS_FILE
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text("# Written by `slimio-repro decide`: the repetitions each look added (a config\n"
+                 "# file; give it after the profile to snakemake and to `slimio-repro claims`).\n"
+                 + yaml.safe_dump({"matrix": {"looks": looks}}, sort_keys=True))
+    return f
+
+
+def parse_budget(text: str) -> float:
+    """'60m', '1h', '90s' or a number of minutes -> minutes."""
+    t = str(text).strip().lower()
+    units = {"h": 60.0, "m": 1.0, "s": 1 / 60}
+    try:
+        if t and t[-1] in units:
+            value = float(t[:-1]) * units[t[-1]]
+        else:
+            value = float(t)
+    except ValueError:
+        raise DecideError(f"--budget {text!r}: give a time such as 30m, 1h or 90s") from None
+    if not value > 0 or math.isinf(value):
+        raise DecideError(f"--budget {text!r}: the budget must be a positive time")
+    return value
+
+
+def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = "all",
+        max_looks: int = MAX_LOOKS, snakemake: str = "snakemake", dry_run: bool = False,
+        out=sys.stdout) -> list[dict]:
+    """decide's rounds (module docstring); returns one entry per round: the batch and the
+    verdict counts after it."""
+    from slimio_repro import plan as planmod
+    results = Path(results)
+    cells_csv = results / paths.CELLS_TABLE
+    if not cells_csv.exists():
+        raise DecideError(f"{results} has no {paths.CELLS_TABLE}: run `make reproduce` (or "
+                          "snakemake reproduce) into it first")
+    claims = catalog.load()
+    start = time.monotonic()
+    rounds = []
+    while True:
+        looks = load_looks(results)
+        config = planmod.load(list(configfiles) + ([results / LOOKS_FILE] if looks else []),
+                              {"results_dir": str(results)})
+        records = pd.read_csv(cells_csv)
+        verdicts = judge.judge_all(claims, records, looks, config["matrix"]["repetitions"])
+        undecided = [v for v in verdicts if v.verdict == UNDECIDED]
+        left = budget_min - (time.monotonic() - start) / 60
+        print(f"look {len(looks)}: {len(undecided)} undecided claims, {left:.1f} min of "
+              "the budget left", file=out)
+        if not undecided or len(looks) >= max_looks:
+            break
+        batch = plan_batch(verdicts, records, left)
+        if not batch.reps:
+            cheapest = plan_batch(verdicts, records, math.inf)
+            print("  nothing more fits: " + (
+                f"the cheapest undecided claim needs {min_cost(verdicts, records):.1f} min"
+                if cheapest.reps else "no undecided claim names repetitions that decide it"),
+                file=out)
+            break
+        print(f"  look {len(looks) + 1}: {sum(batch.reps.values()) - _have(records, batch)} "
+              f"more cells ({batch.minutes:.1f} min planned) for {len(batch.claims)} claims: "
+              + ", ".join(f"{s} -> {n}" for s, n in sorted(batch.reps.items())), file=out)
+        rounds.append({"look": len(looks) + 1, "reps": batch.reps, "planned_min": batch.minutes,
+                       "claims": list(batch.claims)})
+        if dry_run:
+            break
+        write_looks(results, looks + [batch.reps])
+        cmd = [snakemake, "--cores", str(cores), str(results / paths.VERDICT_FILES["json"]),
+               "--configfile", *map(str, configfiles), str(results / LOOKS_FILE),
+               "--config", f"results_dir={results}", "--rerun-triggers", "mtime"]
+        _snakemake(cmd, results)
+    if rounds and not dry_run:
+        # The tables, figures and report of the run with every look's cells.
+        _snakemake([snakemake, "--cores", str(cores), "reproduce", "--configfile",
+                    *map(str, configfiles), str(results / LOOKS_FILE), "--config",
+                    f"results_dir={results}", "--rerun-triggers", "mtime"], results)
+    return rounds
+
+
+def _snakemake(cmd: list[str], results: Path) -> None:
+    print("  " + " ".join(cmd), flush=True)
+    done = subprocess.run(cmd)
+    if done.returncode != 0:
+        raise DecideError(f"snakemake failed (exit {done.returncode}); the looks so far are "
+                          f"in {results / LOOKS_FILE}: fix the cause and run decide again "
+                          "(finished cells are kept)")
+
+
+def _have(records: pd.DataFrame, batch: Batch) -> int:
+    have = judge.set_ids(records).value_counts()
+    return int(sum(have.get(s, 0) for s in batch.reps))
+
+
+def min_cost(verdicts: list[Verdict], records: pd.DataFrame) -> float:
+    """The cell minutes of the cheapest undecided claim on its own."""
+    costs = [plan_batch([v], records, math.inf).minutes for v in verdicts
+             if v.verdict == UNDECIDED and v.needed_n]
+    return min(costs) if costs else math.inf
