@@ -14,8 +14,9 @@
 #   make decide      more repetitions only where a claim is undecided, within DECIDE_BUDGET of
 #                    cell time (default 30m): new -rN cells through the same pipeline, the
 #                    claims judged again look by look (results/claims/decide.yaml)
-#   make nightly     the nightly regression: the ci profile, fresh, compared with the
-#                    committed reference (results/reference/nightly.json); exit 1 on a
+#   make nightly     the nightly regression over both paths: the bare ci profile and the VM
+#                    smoke profile, fresh, each compared with its committed reference
+#                    (results/reference/nightly.json, nightly-vm.json); exit 1 on a
 #                    regression
 #
 # Needs Debian 12, root (loop devices, apt), make and python3. Everything else is installed
@@ -30,6 +31,9 @@ SNAKEMAKE_ARGS ?=
 # The nightly regression's run and the reference it is compared with.
 NIGHTLY_RESULTS ?= results/nightly
 NIGHTLY_REFERENCE ?= results/reference/nightly.json
+# ... and of its VM path (the smoke matrix: passthru, placement, the device model).
+NIGHTLY_VM_RESULTS ?= results/nightly-vm
+NIGHTLY_VM_REFERENCE ?= results/reference/nightly-vm.json
 
 BIN := $(VENV)/bin
 # Snakemake runs the pipeline here, not on a cluster: pointed at no SLURM configuration, the
@@ -100,13 +104,21 @@ bench: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/slimio-repro bench --testbed $(BENCH_TESTBED) \
 	  $(BENCH_ARGS)
 
-# Every cell is run afresh (--forcerun run_cell; the builds stay cached), then compared.
+# Both paths, every cell afresh (--forcerun run_cell; the builds stay cached), each compared
+# with its own reference; both run even when the first regresses, and either fails it.
 nightly: setup-host
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/ci.yaml --config results_dir=$(NIGHTLY_RESULTS) \
 	  --forcerun run_cell $(SNAKEMAKE_ARGS)
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
+	  --configfile config/profiles/smoke.yaml --config results_dir=$(NIGHTLY_VM_RESULTS) \
+	  --forcerun run_cell $(SNAKEMAKE_ARGS)
+	status=0; \
 	$(BIN)/slimio-repro regress $(NIGHTLY_RESULTS) $(NIGHTLY_REFERENCE) \
-	  --out results/regression
+	  --out results/regression || status=1; \
+	$(BIN)/slimio-repro regress $(NIGHTLY_VM_RESULTS) $(NIGHTLY_VM_REFERENCE) \
+	  --out results/regression-vm || status=1; \
+	exit $$status
 
 # The whole suite needs the one-node SLURM cluster too (tests/test_slurm.py).
 test: SETUP_ARGS += -e host_slurm_enabled=true

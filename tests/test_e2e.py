@@ -2,6 +2,7 @@
 redis-benchmark, real ext4 on a loop device). Needs root."""
 
 import json
+import os
 import re
 import subprocess
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import plan_of, require_root, snakemake, start_redis
+from conftest import REPO, VENV_BIN, plan_of, require_root, snakemake, start_redis
 from slimio_repro.guest import Cell, RedisBenchmark
 from slimio_repro.guest import layout
 from slimio_repro.guest import benchmark
@@ -264,3 +265,66 @@ def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
     vm_claim = verdicts[verdicts.claim_id == "t3-rps-wal-only-periodical-32pct"].iloc[0]
     assert vm_claim.verdict == "not testable here" and "matrix.testbeds" in vm_claim.reason
     check_report(results, tmp_path / "report.png", ["fig5_runtime_rps", "waf_sensitivity"])
+
+
+def test_decide_runs_the_repetitions_an_undecided_claim_needs(redis_bin, slimio_bin, tmp_path):
+    """A real run at n = 2, a claim whose band's edge sits inside its interval (undecided),
+    then `slimio-repro decide`: it plans the repetitions the claim names, runs them as new
+    -rN cells through the pipeline (the first two untouched), and judges the claim again at
+    the second look's confidence."""
+    import yaml
+    from slimio_repro.claims import catalog, judge, stats
+    require_root()
+    results = tmp_path / "results"
+    cfg = tmp_path / "tiny.yaml"
+    cfg.write_text(yaml.safe_dump({
+        "server": {"sampler_interval_s": 0.25},
+        "workloads": {"redis-benchmark": {"requests": 300000, "keyspace": 57000}},
+        "matrix": {"testbeds": ["bare"], "systems": ["slimio"], "repetitions": 2,
+                   "workloads": ["redis-benchmark"], "policies": ["periodical"]}}))
+    proc = snakemake("--cores", "all", "reproduce", "--configfile", str(cfg), "--config",
+                     f"results_dir={results}")
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    first = {p.name: p.stat().st_mtime for p in (results / "raw").iterdir()}
+    assert set(first) == {"bare-slimio-redis-benchmark-periodical-r1",
+                          "bare-slimio-redis-benchmark-periodical-r2"}
+
+    # The claim: SlimIO's mean WAL-only rate in a band whose lower edge lies inside the
+    # interval at n = 2 and outside the one 6 repetitions would give (at 97.5 %); its upper
+    # edge is far.
+    records = pd.read_csv(results / paths.CELLS_TABLE)
+    rps = records["rps_wal_only"].to_numpy(float)
+    iv = stats.interval(lambda m: m["x"], [stats.Group(("x",), rps[:, None])],
+                        log_scale=False)
+    gap = (iv.high - iv.value + stats.half_width_at(iv, 6, 0.975)) / 2
+    wide = 10 * iv.value
+    claims = tmp_path / "claims.yaml"
+    claims.write_text(yaml.safe_dump({"claims": [{
+        "id": "tiny-slimio-rate", "source": "paper", "where": "test", "quote": "q",
+        "kind": "absolute", "measure": {"term": {
+            "metric": "rps_wal_only", "system": "slimio", "workload": "redis-benchmark",
+            "policy": "periodical"}},
+        "paper_value": float(iv.value - gap + wide), "direction": "equal", "testbed": "bare",
+        "tolerance": {"rule": "absolute", "value": float(wide),
+                      "reason": "a band for the test"}}]}))
+    before = judge.judge(catalog.load(claims)[0], records)
+    assert before.verdict == judge.UNDECIDED and 2 < before.needed_n <= 6, before.reason
+    want = before.needed_n
+    cli = [str(VENV_BIN / "slimio-repro"), "decide", str(results), "--budget", "30m",
+           "--configfile", str(cfg), "--claims", str(claims), "--max-looks", "1"]
+    done = subprocess.run(cli, capture_output=True, text=True, cwd=REPO,
+                          env={**os.environ, "PATH": f"{VENV_BIN}:{os.environ['PATH']}",
+                               "SLURM_CONF": "/dev/null"})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"look 1: {want - 2} more cells" in done.stdout, done.stdout
+
+    looks = yaml.safe_load((results / "claims" / "decide.yaml").read_text())["matrix"]["looks"]
+    assert looks == [{"bare-slimio-redis-benchmark-periodical": want}]
+    raw = {p.name: p.stat().st_mtime for p in (results / "raw").iterdir()}
+    assert set(raw) == {f"bare-slimio-redis-benchmark-periodical-r{r}"
+                        for r in range(1, want + 1)}
+    assert all(raw[name] == t for name, t in first.items()), "a finished cell ran again"
+    verdict = json.loads((results / paths.VERDICT_FILES["json"]).read_text())["verdicts"][0]
+    assert verdict["n"] == want and verdict["confidence_level"] == pytest.approx(0.975)
+    assert verdict["history"].startswith("n=2: undecided") and f"; n={want}: " in verdict["history"]
+    assert (results / paths.REPORT).exists()

@@ -200,7 +200,8 @@ def cmd_decide(args) -> int:
     from .claims import decide
     files = [paths.CONFIG_DIR / "config.yaml"] + [Path(f) for f in args.configfile or []]
     decide.run(Path(args.results_dir), files, decide.parse_budget(args.budget),
-               cores=args.cores, max_looks=args.max_looks, dry_run=args.dry_run)
+               cores=args.cores, max_looks=args.max_looks, dry_run=args.dry_run,
+               claims_file=Path(args.claims))
     summary = Path(args.results_dir) / paths.VERDICT_FILES["summary"]
     if summary.exists() and not args.dry_run:
         print(summary.read_text(), end="")
@@ -348,6 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--max-looks", type=int, default=4,
                    help="further looks at most (each spends part of the error; default: 4)")
     p.add_argument("--dry-run", action="store_true", help="print the next look's plan only")
+    p.add_argument("--claims", default=str(paths.CLAIMS_FILE), help="the claims file")
     p.set_defaults(func=cmd_decide)
     p = sub.add_parser("regress", help="compare a run's ratios and claim values with a "
                        "reference (exit 1 on a regression)")

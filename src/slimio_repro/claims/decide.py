@@ -144,23 +144,30 @@ def parse_budget(text: str) -> float:
 
 def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = "all",
         max_looks: int = MAX_LOOKS, snakemake: str = "snakemake", dry_run: bool = False,
-        out=sys.stdout) -> list[dict]:
-    """decide's rounds (module docstring); returns one entry per round: the batch and the
-    verdict counts after it."""
+        claims_file: Path = paths.CLAIMS_FILE, out=sys.stdout) -> list[dict]:
+    """decide's rounds (module docstring) on the claims of ``claims_file``; returns one
+    entry per look it ran: the repetitions, the minutes planned and the claims it meant to
+    decide."""
     from slimio_repro import plan as planmod
     results = Path(results)
     cells_csv = results / paths.CELLS_TABLE
     if not cells_csv.exists():
         raise DecideError(f"{results} has no {paths.CELLS_TABLE}: run `make reproduce` (or "
                           "snakemake reproduce) into it first")
-    claims = catalog.load()
+    claims = catalog.load(claims_file)
+    overrides = [f"results_dir={results}", f"claims={{file: {Path(claims_file).resolve()}}}"]
     start = time.monotonic()
     rounds = []
     while True:
         looks = load_looks(results)
         config = planmod.load(list(configfiles) + ([results / LOOKS_FILE] if looks else []),
                               {"results_dir": str(results)})
-        records = pd.read_csv(cells_csv)
+        if config["matrix"]["repetitions"] != _base_repetitions(records := pd.read_csv(
+                cells_csv), looks):
+            raise DecideError(
+                f"{cells_csv} does not look like a run of these config files (matrix."
+                f"repetitions {config['matrix']['repetitions']}): give decide the run's own "
+                "--configfile")
         verdicts = judge.judge_all(claims, records, looks, config["matrix"]["repetitions"])
         undecided = [v for v in verdicts if v.verdict == UNDECIDED]
         left = budget_min - (time.monotonic() - start) / 60
@@ -186,13 +193,13 @@ def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = 
         write_looks(results, looks + [batch.reps])
         cmd = [snakemake, "--cores", str(cores), str(results / paths.VERDICT_FILES["json"]),
                "--configfile", *map(str, configfiles), str(results / LOOKS_FILE),
-               "--config", f"results_dir={results}", "--rerun-triggers", "mtime"]
+               "--config", *overrides, "--rerun-triggers", "mtime"]
         _snakemake(cmd, results)
     if rounds and not dry_run:
         # The tables, figures and report of the run with every look's cells.
         _snakemake([snakemake, "--cores", str(cores), "reproduce", "--configfile",
                     *map(str, configfiles), str(results / LOOKS_FILE), "--config",
-                    f"results_dir={results}", "--rerun-triggers", "mtime"], results)
+                    *overrides, "--rerun-triggers", "mtime"], results)
     return rounds
 
 
@@ -203,6 +210,15 @@ def _snakemake(cmd: list[str], results: Path) -> None:
         raise DecideError(f"snakemake failed (exit {done.returncode}); the looks so far are "
                           f"in {results / LOOKS_FILE}: fix the cause and run decide again "
                           "(finished cells are kept)")
+
+
+def _base_repetitions(records: pd.DataFrame, looks: list[dict]) -> int:
+    """matrix.repetitions as the records show it: the most repetitions of a set no look added
+    to (where every set was added to: the fewest of any set)."""
+    counts = judge.set_ids(records).value_counts()
+    added = {s for look in looks for s in look}
+    plain = [int(n) for s, n in counts.items() if s not in added]
+    return max(plain) if plain else int(counts.min())
 
 
 def _have(records: pd.DataFrame, batch: Batch) -> int:
