@@ -327,6 +327,15 @@ def test_the_verdicts_show_their_label_and_undecided_its_own_style(fixture_resul
     assert "bootstrap" not in page
     results = tmp_path / "results"
     shutil.copytree(fixture_results, results, symlinks=True)
+    # A claim judged over two looks of `decide` shows its history.
+    looked = dict(verdicts, verdicts=[dict(r, history="n=2: undecided [0.9, 1.6] (95%); "
+                                           "n=5: holds [1.2, 1.4] (97.5%)")
+                                      if r is v else r for r in verdicts["verdicts"]])
+    (results / paths.VERDICT_FILES["json"]).write_text(json.dumps(looked))
+    row = re.search(rf'<tr id="claim-{re.escape(v["claim_id"])}">(.*?)</tr>',
+                    report.build(results), re.S)
+    assert "Looks (slimio-repro decide): n=2: undecided [0.9, 1.6] (95%); n=5: holds" in \
+        row.group(1)
     old = dict(verdicts, verdicts=[{k: x for k, x in r.items()
                                     if k not in ("verdict_label", "band_low", "band_high",
                                                  "needed_n")}
