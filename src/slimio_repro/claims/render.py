@@ -164,8 +164,8 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
             width=78, initial_indent="  ", subsequent_indent="    ")
     # The judged claims, grouped by verdict, wrapped: id ('*' = the artifact itself casts
     # doubt on the claim), and for an undecided one the repetitions that would decide it.
-    # What needs attention comes first; where the screen runs out, the claims that hold
-    # are counted instead of listed (verdicts.md lists them).
+    # Where the screen runs out, the last group listed (the undecided claims) is cut short
+    # and counted (verdicts.md lists them all).
     tail = ["  (undecided: n -> n that would decide it; * = the artifact doubts the claim)"]
     reasons = Counter(_reason_group(v.reason) for v in verdicts if v.verdict == UNTESTABLE)
     if reasons:
@@ -174,9 +174,9 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
     if verdicts_md:
         tail.append(f"  details: {verdicts_md}")
     tail.append("=" * 78)
-    for verdict in (FAILS, UNDECIDED, DIRECTION_ONLY, HOLDS):
+    for verdict in (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED):
         items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}" + (
-                 f"\u00a0{v.n}->{v.needed_n or '>' + str(stats.MAX_REPETITIONS)}"
+                 f"\u00a0{v.n}->{v.needed_n or str(stats.MAX_REPETITIONS) + '+'}"
                  if verdict == UNDECIDED else "")
                  for v in verdicts if v.verdict == verdict]
         if not items:
