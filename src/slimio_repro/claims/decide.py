@@ -33,6 +33,10 @@ LOOKS_FILE = "claims/decide.yaml"
 # Cell time assumed for a cell set no cell of which recorded its wall time.
 DEFAULT_CELL_S = 120.0
 MAX_LOOKS = 4
+# What makes Snakemake run a job again during decide: an input newer than the output, or a
+# changed set of inputs (a table's records gain the look's cells). Not a changed parameter
+# or code: a finished cell never runs again.
+RERUN_TRIGGERS = ("mtime", "input")
 
 
 class DecideError(ValueError):
@@ -168,6 +172,13 @@ def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = 
                 f"{cells_csv} does not look like a run of these config files (matrix."
                 f"repetitions {config['matrix']['repetitions']}): give decide the run's own "
                 "--configfile")
+        short = _short_sets(records, looks)
+        if short:
+            raise DecideError(
+                "the last look's cells did not all finish (" + ", ".join(
+                    f"{s}: {have} of {want}" for s, (have, want) in sorted(short.items()))
+                + f"): run decide again once they have (snakemake with {results / LOOKS_FILE} "
+                "after the profile makes them)")
         verdicts = judge.judge_all(claims, records, looks, config["matrix"]["repetitions"])
         undecided = [v for v in verdicts if v.verdict == UNDECIDED]
         left = budget_min - (time.monotonic() - start) / 60
@@ -193,13 +204,13 @@ def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = 
         write_looks(results, looks + [batch.reps])
         cmd = [snakemake, "--cores", str(cores), str(results / paths.VERDICT_FILES["json"]),
                "--configfile", *map(str, configfiles), str(results / LOOKS_FILE),
-               "--config", *overrides, "--rerun-triggers", "mtime"]
+               "--config", *overrides, "--rerun-triggers", *RERUN_TRIGGERS]
         _snakemake(cmd, results)
     if rounds and not dry_run:
         # The tables, figures and report of the run with every look's cells.
         _snakemake([snakemake, "--cores", str(cores), "reproduce", "--configfile",
                     *map(str, configfiles), str(results / LOOKS_FILE), "--config",
-                    *overrides, "--rerun-triggers", "mtime"], results)
+                    *overrides, "--rerun-triggers", *RERUN_TRIGGERS], results)
     return rounds
 
 
@@ -219,6 +230,15 @@ def _base_repetitions(records: pd.DataFrame, looks: list[dict]) -> int:
     added = {s for look in looks for s in look}
     plain = [int(n) for s, n in counts.items() if s not in added]
     return max(plain) if plain else int(counts.min())
+
+
+def _short_sets(records: pd.DataFrame, looks: list[dict]) -> dict[str, tuple[int, int]]:
+    """The cell sets with fewer records than the looks gave them: set -> (have, want)."""
+    want: dict[str, int] = {}
+    for look in looks:
+        want.update(look)
+    have = judge.set_ids(records).value_counts()
+    return {s: (int(have.get(s, 0)), n) for s, n in want.items() if have.get(s, 0) < n}
 
 
 def _have(records: pd.DataFrame, batch: Batch) -> int:
