@@ -403,3 +403,15 @@ def test_a_bad_budget_or_look_is_refused_by_name():
         {"vm-slimio-ycsb-a-always": 4}]}})
     cells = [c.cell.id for c in planmod.make(config, check_sources=False).cells]
     assert "vm-slimio-ycsb-a-always-r4" in cells and "vm-slimio-ycsb-a-periodical-r3" not in cells
+
+
+def test_decide_refuses_a_run_of_another_profile(tmp_path):
+    """Three repetitions in the records, two in the config given: decide stops before
+    running anything and says to give the run's own config file."""
+    from slimio_repro.claims import decide
+    results = tmp_path / "results"
+    (results / "tables").mkdir(parents=True)
+    _looked_records([150, 151, 149], [100, 101, 99]).to_csv(results / paths.CELLS_TABLE)
+    with pytest.raises(decide.DecideError, match="give decide the run's own --configfile"):
+        decide.run(results, [paths.CONFIG_DIR / "config.yaml"], 30, snakemake="false")
+    assert not (results / decide.LOOKS_FILE).exists()

@@ -166,8 +166,9 @@ def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = 
         looks = load_looks(results)
         config = planmod.load(list(configfiles) + ([results / LOOKS_FILE] if looks else []),
                               {"results_dir": str(results)})
-        if config["matrix"]["repetitions"] != _base_repetitions(records := pd.read_csv(
-                cells_csv), looks):
+        records = pd.read_csv(cells_csv)
+        base = _base_repetitions(records, looks)
+        if base is not None and base != config["matrix"]["repetitions"]:
             raise DecideError(
                 f"{cells_csv} does not look like a run of these config files (matrix."
                 f"repetitions {config['matrix']['repetitions']}): give decide the run's own "
@@ -223,13 +224,13 @@ def _snakemake(cmd: list[str], results: Path) -> None:
                           "(finished cells are kept)")
 
 
-def _base_repetitions(records: pd.DataFrame, looks: list[dict]) -> int:
+def _base_repetitions(records: pd.DataFrame, looks: list[dict]) -> int | None:
     """matrix.repetitions as the records show it: the most repetitions of a set no look added
-    to (where every set was added to: the fewest of any set)."""
+    to; None where every set was added to (the records cannot say)."""
     counts = judge.set_ids(records).value_counts()
     added = {s for look in looks for s in look}
     plain = [int(n) for s, n in counts.items() if s not in added]
-    return max(plain) if plain else int(counts.min())
+    return max(plain) if plain else None
 
 
 def _short_sets(records: pd.DataFrame, looks: list[dict]) -> dict[str, tuple[int, int]]:
