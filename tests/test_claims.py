@@ -1,5 +1,5 @@
 """The claims stage: the claims file (schema, coverage of the pipeline's metrics), the
-verdict rules, the bootstrap, and the nightly regression's comparison."""
+verdict rules, looks and decide's plan, and the nightly regression's comparison."""
 
 from __future__ import annotations
 
