@@ -111,8 +111,8 @@ class Verdict:
 
 
 def history_text(history) -> str:
-    """A verdict's looks in words, e.g. 'n=2: undecided [0.9, 1.4] (95 %); n=5: holds
-    [1.2, 1.3] (97.5 %)'; '' with one look or none."""
+    """A verdict's looks in words, e.g. 'n=2: undecided [0.9, 1.4] (95%); n=5: holds
+    [1.2, 1.3] (97.5%)'; '' with one look or none."""
     if len(history) < 2:
         return ""
     return "; ".join(f"n={n}: {v} [{number(lo)}, {number(hi)}] ({_pct(conf)})"
