@@ -38,7 +38,7 @@ def main() -> None:
         t, r = c.measure.term, c.measure.reference
         if (t.system, t.workload, t.policy) == (r.system, r.workload, r.policy):
             continue                          # two metrics of the same cells: paired already
-        testbed = "vm" if c.testbed == "model" else c.testbed
+        testbed = c.cells_testbed
         a = judge.cells_of(records, testbed, t.system, t.workload, t.policy)
         b = judge.cells_of(records, testbed, r.system, r.workload, r.policy)
         if t.metric not in a or r.metric not in b:

@@ -413,5 +413,5 @@ def test_decide_refuses_a_run_of_another_profile(tmp_path):
     (results / "tables").mkdir(parents=True)
     _looked_records([150, 151, 149], [100, 101, 99]).to_csv(results / paths.CELLS_TABLE)
     with pytest.raises(decide.DecideError, match="give decide the run's own --configfile"):
-        decide.run(results, [paths.CONFIG_DIR / "config.yaml"], 30, snakemake="false")
+        decide.run(results, [paths.CONFIG_DIR / "config.yaml"], 2, 30, snakemake="false")
     assert not (results / decide.LOOKS_FILE).exists()

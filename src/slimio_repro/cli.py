@@ -199,7 +199,8 @@ def cmd_decide(args) -> int:
     """More repetitions where a claim is undecided, within a budget of cell time."""
     from .claims import decide
     files = [paths.CONFIG_DIR / "config.yaml"] + [Path(f) for f in args.configfile or []]
-    decide.run(Path(args.results_dir), files, decide.parse_budget(args.budget),
+    repetitions = planmod.load(files)["matrix"]["repetitions"]
+    decide.run(Path(args.results_dir), files, repetitions, decide.parse_budget(args.budget),
                cores=args.cores, max_looks=args.max_looks, dry_run=args.dry_run,
                claims_file=Path(args.claims))
     summary = Path(args.results_dir) / paths.VERDICT_FILES["summary"]

@@ -9,10 +9,10 @@ import pandas as pd
 
 from slimio_repro.claims import catalog, decide, judge, regress, render, stats
 from slimio_repro.claims.judge import node_classes, number
-from slimio_repro.claims.render import ci_text, paper_text
+from slimio_repro.claims.render import band_text, ci_text, paper_text
 
-__all__ = ["catalog", "decide", "judge", "regress", "render", "stats", "judge_run", "node_classes", "number",
-           "ci_text", "paper_text"]
+__all__ = ["catalog", "decide", "judge", "regress", "render", "stats", "judge_run",
+           "node_classes", "number", "band_text", "ci_text", "paper_text"]
 
 
 def judge_run(records_csv: Path, claims_file: Path, out_dir: Path,

@@ -97,6 +97,12 @@ class Claim:
         return {"ratio": 1.0, "ordering": 1.0, "difference": 0.0}.get(self.kind)
 
     @property
+    def cells_testbed(self) -> str:
+        """The testbed whose cells the claim's value is computed from (the model replays the
+        vm cells' traces)."""
+        return "vm" if self.testbed == "model" else self.testbed
+
+    @property
     def log_effect(self) -> bool:
         """Whether the claim's effect is its log (a ratio of positive means)."""
         return self.kind in ("ratio", "ordering") and self.paper_value > 0

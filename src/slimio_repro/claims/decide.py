@@ -47,6 +47,7 @@ class DecideError(ValueError):
 class Batch:
     """One look's repetitions: cell set -> its repetitions after the look."""
     reps: dict[str, int]
+    cells: int                     # cells it adds
     minutes: float                 # cell time planned
     claims: tuple[str, ...]        # the claims it is planned to decide
     left_out: tuple[str, ...]      # undecided claims it cannot decide within the budget
@@ -55,10 +56,9 @@ class Batch:
 def claim_sets(c: catalog.Claim, records: pd.DataFrame) -> list[str]:
     """The cell sets a claim's value takes its means from (a term that pools both policies
     takes both)."""
-    testbed = "vm" if c.testbed == "model" else c.testbed
     out = []
     for t in c.terms():
-        cells = judge.cells_of(records, testbed, t.system, t.workload, t.policy)
+        cells = judge.cells_of(records, c.cells_testbed, t.system, t.workload, t.policy)
         out += sorted(set(judge.set_ids(cells)))
     return list(dict.fromkeys(out))
 
@@ -110,7 +110,8 @@ def plan_batch(verdicts: list[Verdict], records: pd.DataFrame, budget_min: float
         spent += m
     reps = {s: n for s, n in planned.items() if n > have.get(s, 0)}
     undecided = [v.claim.id for v in verdicts if v.verdict == UNDECIDED]
-    return Batch(reps, spent, tuple(chosen), tuple(c for c in undecided if c not in chosen))
+    return Batch(reps, sum(n - have.get(s, 0) for s, n in reps.items()), spent,
+                 tuple(chosen), tuple(c for c in undecided if c not in chosen))
 
 
 def load_looks(results: Path) -> list[dict]:
@@ -146,41 +147,41 @@ def parse_budget(text: str) -> float:
     return value
 
 
-def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = "all",
-        max_looks: int = MAX_LOOKS, snakemake: str = "snakemake", dry_run: bool = False,
-        claims_file: Path = paths.CLAIMS_FILE, out=sys.stdout) -> list[dict]:
-    """decide's rounds (module docstring) on the claims of ``claims_file``; returns one
-    entry per look it ran: the repetitions, the minutes planned and the claims it meant to
-    decide."""
-    from slimio_repro import plan as planmod
+def run(results: Path, configfiles: list[Path], repetitions: int, budget_min: float,
+        cores: str = "all", max_looks: int = MAX_LOOKS, snakemake: str = "snakemake",
+        dry_run: bool = False, claims_file: Path = paths.CLAIMS_FILE,
+        out=sys.stdout) -> list[dict]:
+    """decide's rounds (module docstring) on the run in ``results`` made with
+    ``configfiles`` (whose matrix.repetitions is ``repetitions``), judging the claims of
+    ``claims_file``; returns one entry per look it ran: the repetitions, the minutes planned
+    and the claims it meant to decide."""
     results = Path(results)
     cells_csv = results / paths.CELLS_TABLE
     if not cells_csv.exists():
         raise DecideError(f"{results} has no {paths.CELLS_TABLE}: run `make reproduce` (or "
                           "snakemake reproduce) into it first")
     claims = catalog.load(claims_file)
-    overrides = [f"results_dir={results}", f"claims={{file: {Path(claims_file).resolve()}}}"]
+
+    def pipeline(target: str) -> None:
+        """Snakemake on ``target`` with the run's config files and every look so far."""
+        cmd = [snakemake, "--cores", str(cores), target, "--configfile",
+               *map(str, configfiles), str(results / LOOKS_FILE), "--config",
+               f"results_dir={results}", f"claims={{file: {Path(claims_file).resolve()}}}",
+               "--rerun-triggers", *RERUN_TRIGGERS]
+        print("  " + " ".join(cmd), flush=True)
+        done = subprocess.run(cmd)
+        if done.returncode != 0:
+            raise DecideError(f"snakemake failed (exit {done.returncode}); the looks so far "
+                              f"are in {results / LOOKS_FILE}: fix the cause and run decide "
+                              "again (finished cells are kept)")
+
     start = time.monotonic()
     rounds = []
     while True:
         looks = load_looks(results)
-        config = planmod.load(list(configfiles) + ([results / LOOKS_FILE] if looks else []),
-                              {"results_dir": str(results)})
         records = pd.read_csv(cells_csv)
-        base = _base_repetitions(records, looks)
-        if base is not None and base != config["matrix"]["repetitions"]:
-            raise DecideError(
-                f"{cells_csv} does not look like a run of these config files (matrix."
-                f"repetitions {config['matrix']['repetitions']}): give decide the run's own "
-                "--configfile")
-        short = _short_sets(records, looks)
-        if short:
-            raise DecideError(
-                "the last look's cells did not all finish (" + ", ".join(
-                    f"{s}: {have} of {want}" for s, (have, want) in sorted(short.items()))
-                + f"): run decide again once they have (snakemake with {results / LOOKS_FILE} "
-                "after the profile makes them)")
-        verdicts = judge.judge_all(claims, records, looks, config["matrix"]["repetitions"])
+        _check_run(records, looks, repetitions, cells_csv, results)
+        verdicts = judge.judge_all(claims, records, looks, repetitions)
         undecided = [v for v in verdicts if v.verdict == UNDECIDED]
         left = budget_min - (time.monotonic() - start) / 60
         print(f"look {len(looks)}: {len(undecided)} undecided claims, {left:.1f} min of "
@@ -189,62 +190,47 @@ def run(results: Path, configfiles: list[Path], budget_min: float, cores: str = 
             break
         batch = plan_batch(verdicts, records, left)
         if not batch.reps:
-            cheapest = plan_batch(verdicts, records, math.inf)
+            cheapest = min_cost(verdicts, records)
             print("  nothing more fits: " + (
-                f"the cheapest undecided claim needs {min_cost(verdicts, records):.1f} min"
-                if cheapest.reps else "no undecided claim names repetitions that decide it"),
-                file=out)
+                f"the cheapest undecided claim needs {cheapest:.1f} min"
+                if math.isfinite(cheapest)
+                else "no undecided claim names repetitions that decide it"), file=out)
             break
-        print(f"  look {len(looks) + 1}: {sum(batch.reps.values()) - _have(records, batch)} "
-              f"more cells ({batch.minutes:.1f} min planned) for {len(batch.claims)} claims: "
+        print(f"  look {len(looks) + 1}: {batch.cells} more cells ({batch.minutes:.1f} min "
+              f"planned) for {len(batch.claims)} claims: "
               + ", ".join(f"{s} -> {n}" for s, n in sorted(batch.reps.items())), file=out)
         rounds.append({"look": len(looks) + 1, "reps": batch.reps, "planned_min": batch.minutes,
                        "claims": list(batch.claims)})
         if dry_run:
             break
         write_looks(results, looks + [batch.reps])
-        cmd = [snakemake, "--cores", str(cores), str(results / paths.VERDICT_FILES["json"]),
-               "--configfile", *map(str, configfiles), str(results / LOOKS_FILE),
-               "--config", *overrides, "--rerun-triggers", *RERUN_TRIGGERS]
-        _snakemake(cmd, results)
+        pipeline(str(results / paths.VERDICT_FILES["json"]))
     if rounds and not dry_run:
-        # The tables, figures and report of the run with every look's cells.
-        _snakemake([snakemake, "--cores", str(cores), "reproduce", "--configfile",
-                    *map(str, configfiles), str(results / LOOKS_FILE), "--config",
-                    *overrides, "--rerun-triggers", *RERUN_TRIGGERS], results)
+        pipeline("reproduce")      # the tables, figures and report with every look's cells
     return rounds
 
 
-def _snakemake(cmd: list[str], results: Path) -> None:
-    print("  " + " ".join(cmd), flush=True)
-    done = subprocess.run(cmd)
-    if done.returncode != 0:
-        raise DecideError(f"snakemake failed (exit {done.returncode}); the looks so far are "
-                          f"in {results / LOOKS_FILE}: fix the cause and run decide again "
-                          "(finished cells are kept)")
-
-
-def _base_repetitions(records: pd.DataFrame, looks: list[dict]) -> int | None:
-    """matrix.repetitions as the records show it: the most repetitions of a set no look added
-    to; None where every set was added to (the records cannot say)."""
-    counts = judge.set_ids(records).value_counts()
-    added = {s for look in looks for s in look}
-    plain = [int(n) for s, n in counts.items() if s not in added]
-    return max(plain) if plain else None
-
-
-def _short_sets(records: pd.DataFrame, looks: list[dict]) -> dict[str, tuple[int, int]]:
-    """The cell sets with fewer records than the looks gave them: set -> (have, want)."""
+def _check_run(records: pd.DataFrame, looks: list[dict], repetitions: int, cells_csv: Path,
+               results: Path) -> None:
+    """Refuse records that are not of this config (a set no look added to has another number
+    of repetitions) or whose last look did not finish (a set has fewer cells than the looks
+    gave it)."""
+    have = judge.set_ids(records).value_counts()
     want: dict[str, int] = {}
     for look in looks:
         want.update(look)
-    have = judge.set_ids(records).value_counts()
-    return {s: (int(have.get(s, 0)), n) for s, n in want.items() if have.get(s, 0) < n}
-
-
-def _have(records: pd.DataFrame, batch: Batch) -> int:
-    have = judge.set_ids(records).value_counts()
-    return int(sum(have.get(s, 0) for s in batch.reps))
+    plain = [int(n) for s, n in have.items() if s not in want]
+    if plain and max(plain) != repetitions:
+        raise DecideError(
+            f"{cells_csv} does not look like a run of these config files (matrix."
+            f"repetitions {repetitions}): give decide the run's own --configfile")
+    short = {s: (int(have.get(s, 0)), n) for s, n in want.items() if have.get(s, 0) < n}
+    if short:
+        raise DecideError(
+            "the last look's cells did not all finish (" + ", ".join(
+                f"{s}: {h} of {n}" for s, (h, n) in sorted(short.items()))
+            + f"): run decide again once they have (snakemake with {results / LOOKS_FILE} "
+            "after the profile makes them)")
 
 
 def min_cost(verdicts: list[Verdict], records: pd.DataFrame) -> float:

@@ -115,7 +115,7 @@ def history_text(history) -> str:
     [1.2, 1.3] (97.5%)'; '' with one look or none."""
     if len(history) < 2:
         return ""
-    return "; ".join(f"n={n}: {v} [{number(lo)}, {number(hi)}] ({_pct(conf)})"
+    return "; ".join(f"n={n}: {v} {bracket(lo, hi)} ({_pct(conf)})"
                      for n, v, lo, hi, conf in history)
 
 
@@ -210,8 +210,8 @@ def number(v) -> str:
     return f"{v:,.3f}" if abs(v) < 1000 else f"{v:,.0f}"
 
 
-def band_text(c: Claim) -> str:
-    lo, hi = c.band()
+def bracket(lo, hi) -> str:
+    """An interval as the verdicts show it, '[lo, hi]' (an open end as -inf or inf)."""
     return f"[{number(lo)}, {number(hi)}]"
 
 
@@ -222,14 +222,14 @@ def decide(c: Claim, iv: stats.Interval, n: int,
     by default), from the claim's interval ``iv`` (module docstring)."""
     lo_b, hi_b = c.band()
     paper = number(c.paper_value)
-    band = f"{'margin' if c.tolerance.rule == 'margin' else 'band'} {band_text(c)}"
+    band = f"{'margin' if c.tolerance.rule == 'margin' else 'band'} {bracket(lo_b, hi_b)}"
     conf = _pct(iv.confidence)
     if not iv.defined:
         return UNDECIDED, (f"{number(iv.value)} at n={n}: one repetition measures no spread, "
                            f"so no interval; at least 2 repetitions per cell set are needed, "
                            f"then the spread says how many decide it ({band})"), 2
     lo, hi = iv.low, iv.high
-    ci = f"the {conf} CI [{number(lo)}, {number(hi)}]"
+    ci = f"the {conf} CI {bracket(lo, hi)}"
     if lo_b <= lo and hi <= hi_b:
         return HOLDS, f"{ci} lies inside the {band} (the paper: {paper})", None
     if hi < lo_b or lo > hi_b:
@@ -309,7 +309,7 @@ def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
         return Verdict(c, UNTESTABLE, c.not_testable)
     if _needs_motivation(c, records):
         return Verdict(c, UNTESTABLE, MOTIVATION_HINT)
-    testbed = "vm" if c.testbed == "model" else c.testbed
+    testbed = c.cells_testbed
     terms = c.terms()
     # Each distinct set of cells is one group; its terms are metrics of the same cells.
     groups = {}
@@ -346,9 +346,8 @@ def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
                 drive_writes=f"{everything['ftl_drive_writes'].max():.2f}"
                 if "ftl_drive_writes" in everything else "0"))
     n_of = {key: len(cells) for key, cells in groups.items()}
-    sets = _groups(c, groups)
-    means = {t: float(v) for g in sets for t, v in zip(g.metrics, g.means())}
-    value = _value(c, means)
+    iv = claim_interval(c, _groups(c, groups), confidence)
+    value = iv.value
     n_detail = "/".join(str(n_of[(t.system, t.workload, t.policy)]) for t in terms)
     n = min(n_of.values())
     if math.isnan(value) or math.isinf(value):
@@ -359,7 +358,6 @@ def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
         return Verdict(c, UNTESTABLE, "; ".join(unmet) + f" (measured here: {number(value)}, "
                        f"n={n}; the paper: {number(c.paper_value)})", value, None, None, n,
                        n_detail, judged_on)
-    iv = claim_interval(c, sets, confidence)
     verdict, reason, need = decide(c, iv, n, next_confidence)
     hosts = node_classes(everything)
     if len(hosts) > 1:
@@ -409,7 +407,7 @@ def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
     c = v.claim
     if v.verdict == UNTESTABLE:
         return v
-    got = ceiling(c, records, "vm" if c.testbed == "model" else c.testbed)
+    got = ceiling(c, records, c.cells_testbed)
     if got is None:
         return v
     top, n = got

@@ -14,7 +14,8 @@ import pandas as pd
 from slimio_repro import paths as pathsmod
 from slimio_repro.claims import stats
 from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNDECIDED,
-                                       UNTESTABLE, VERDICTS, Verdict, node_classes, number)
+                                       UNTESTABLE, VERDICTS, Verdict, bracket, node_classes,
+                                       number)
 
 SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
          UNDECIDED: "undecided", UNTESTABLE: "not testable"}
@@ -43,16 +44,17 @@ def ci_text(row) -> str:
     """A verdict row's confidence interval, '[lo, hi]' or '-'."""
     if row["ci_low"] is None or pd.isna(row["ci_low"]):
         return "-"
-    return f"[{number(row['ci_low'])}, {number(row['ci_high'])}]"
+    return bracket(row["ci_low"], row["ci_high"])
 
 
-def band_text(row) -> str:
-    """A verdict row's band, '[lo, hi]' with an open end shown as such."""
-    lo = row.get("band_low")
-    hi = row.get("band_high")
-    lo = "-inf" if lo is None or pd.isna(lo) else number(lo)
-    hi = "inf" if hi is None or pd.isna(hi) else number(hi)
-    return f"[{lo}, {hi}]"
+def band_text(row) -> str | None:
+    """A verdict row's band, '[lo, hi]' (an open end, stored as none, as -inf or inf); None
+    for a row from before bands."""
+    if "band_low" not in row and "band_high" not in row:
+        return None
+    lo, hi = row.get("band_low"), row.get("band_high")
+    return bracket(-math.inf if lo is None or pd.isna(lo) else lo,
+                   math.inf if hi is None or pd.isna(hi) else hi)
 
 
 def paper_text(row) -> str:

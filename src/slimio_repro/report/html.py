@@ -27,7 +27,7 @@ import markdown
 import pandas as pd
 
 from slimio_repro import paths as pathsmod
-from slimio_repro.claims import ci_text, node_classes, number, paper_text
+from slimio_repro.claims import band_text, ci_text, node_classes, number, paper_text
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 
@@ -99,15 +99,6 @@ def expected_outputs(results: Path,
         rel = os.path.relpath(os.path.abspath(f), base)
         out[Path(rel).as_posix() if not rel.startswith("..") else os.path.abspath(f)] = maker
     return out
-
-
-def _band(row: dict) -> str | None:
-    """A verdict row's band, '[lo, hi]' (an open end as -inf or inf); None for a verdict file
-    from before bands."""
-    if "band_low" not in row and "band_high" not in row:
-        return None
-    lo, hi = row.get("band_low"), row.get("band_high")
-    return f"[{'-inf' if lo is None else number(lo)}, {'inf' if hi is None else number(hi)}]"
 
 
 def _shown(results: Path, expected: Mapping[str, str], directory: str, suffix: str,
@@ -231,7 +222,7 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
         # verdict_label and the band are newer than some verdict files: those still render.
         rows.append({**v, "paper": paper_text(v), "measured_text": number(v["measured"]),
                      "ci": ci_text(v), "label": v.get("verdict_label") or v["verdict"],
-                     "band": _band(v),
+                     "band": band_text(v),
                      "needed_n": v.get("needed_n"), "css": VERDICT_CLASS.get(v["verdict"], "")})
 
     def exists(rel: str) -> bool:
