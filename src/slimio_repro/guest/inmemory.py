@@ -2,7 +2,7 @@
 
 A recovery cannot be faster than Redis parsing what it loads. That is measured here with
 the storage taken out: the directory it reads is on tmpfs (``/dev/shm``), so every read is
-a copy within memory (issue 18). (A snapshot's no-I/O bound is SlimIO's BGSAVE into its
+a copy within memory. (A snapshot's no-I/O bound is SlimIO's BGSAVE into its
 discard sink, ``slimio-snapshot-sink discard``: a BGSAVE into tmpfs is none, since tmpfs
 allocates and copies every page in line, and SlimIO's real snapshot beat it on bare. The
 no-persistence server keeps its data directory here all the same, so that its BGSAVE and

@@ -22,11 +22,11 @@ EVENTS = [
 # SlimIO's BGSAVE into the discard sink (slimio-snapshot-sink discard): the no-I/O bound.
 DISCARD_RE = re.compile(r"SlimIO: On-Demand snapshot of (?P<bytes>\d+) bytes serialised into the "
                         r"discard sink in (?P<secs>[\d.]+) seconds")
-# Both SlimIO child lines end, in builds since issue 18's seventh stop, with the child's
-# CPU seconds: every thread's, then the serialising thread's.
+# Both SlimIO child lines end with the child's CPU seconds: every thread's, then the
+# serialising thread's.
 SLIMIO_CPU_RE = re.compile(r"; CPU (?P<cpu>[\d.]+) seconds \(this thread (?P<thread>[\d.]+)\)$")
-# The fork child's line after SlimIO wrote a snapshot into its slot, as builds since issue
-# 18 end it: the seconds it blocked on the ring (for a buffer written and checksummed, then
+# The fork child's line after SlimIO wrote a snapshot into its slot, as SlimIO's builds
+# end it: the seconds it blocked on the ring (for a buffer written and checksummed, then
 # for the flush).
 SLIMIO_WAIT_RE = re.compile(r"SlimIO: \S+ snapshot of \d+ bytes written to slot \d+ in .*, "
                             r"(?P<wait>[\d.]+) seconds waiting for the ring(;|$)")
@@ -120,9 +120,8 @@ SLIMIO_RECOVERY_RE = re.compile(r"SlimIO recovery: loaded (?P<bytes>\d+) bytes i
 
 
 def slimio_recovery(text: str) -> dict | None:
-    """SlimIO's own recovery line (the last one): bytes it read from its device, seconds, MB/s,
-    and (builds since issue 18's read-ahead change) the seconds its loader waited for the
-    device, else None."""
+    """SlimIO's own recovery line (the last one): bytes it read from its device, seconds, MB/s
+    and the seconds its loader waited for the device, else None."""
     out = None
     for m in lines(text):
         sm = SLIMIO_RECOVERY_RE.search(m["msg"])
