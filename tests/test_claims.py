@@ -17,7 +17,7 @@ from conftest import FIXTURES, VENV_BIN, snakemake
 from slimio_repro import ftl, paths
 from slimio_repro import motivation
 from slimio_repro.aggregate import tables
-from slimio_repro.claims import catalog, judge, regress, render
+from slimio_repro.claims import catalog, judge, regress, render, stats
 from slimio_repro.parse.motivation import parse_motivation_cell
 
 
@@ -360,24 +360,59 @@ def test_looks_judge_on_each_looks_cells_and_keep_the_first_decision():
     assert early.verdict == judge.HOLDS and early.n == 2 and len(early.history) == 1
 
 
-def test_decide_plans_the_claims_cheapest_to_decide_within_the_budget():
+def test_decide_plans_the_most_likely_decisions_per_minute_within_the_budget():
+    """One undecided claim at n = 2: the plan takes both its sets to the number of
+    repetitions with the best probability of deciding it per minute, at least
+    decide.MIN_PROBABILITY likely, within the budget (that probability is
+    stats.decide_probability's, at the next look's 97.5 %); a budget below it plans nothing;
+    a second claim on the same sets is paid for once."""
     from slimio_repro.claims import decide
     records = _looked_records([130, 150], [100, 104], minutes=(2.0, 1.0))
     c = _periodical_claim(paper_value=1.3)
     v = judge.judge_all([c], records)[0]
-    assert v.verdict == judge.UNDECIDED and v.needed_n > 2
-    extra = v.needed_n - 2
-    cost = extra * 2.0 + extra * 1.0
-    batch = decide.plan_batch([v], records, cost + 0.01)
-    assert batch.reps == {"vm-slimio-redis-benchmark-periodical": v.needed_n,
-                          "vm-baseline-redis-benchmark-periodical": v.needed_n}
-    assert batch.minutes == pytest.approx(cost) and batch.claims == ("t",)
-    short = decide.plan_batch([v], records, cost - 0.01)
-    assert short.reps == {} and short.left_out == ("t",)
-    # Two claims on the same sets are paid for once.
+    assert v.verdict == judge.UNDECIDED
+    batch = decide.plan_batch([v], records, 60.0)
+    (n,) = set(batch.reps.values())
+    assert set(batch.reps) == {"vm-slimio-redis-benchmark-periodical",
+                               "vm-baseline-redis-benchmark-periodical"}
+    chance = float(stats.decide_probability(v.interval, c.band(), n, 0.975)[0])
+    assert batch.expected == pytest.approx(chance) and chance >= decide.MIN_PROBABILITY
+    assert batch.minutes == pytest.approx((n - 2) * 3.0) and batch.minutes <= 60.0
+    assert batch.claims == ("t",)
+    cheapest = decide.min_cost([v], records)
+    assert cheapest <= batch.minutes
+    assert decide.plan_batch([v], records, cheapest - 0.01).reps == {}
+    assert decide.plan_batch([v], records, cheapest - 0.01).left_out == ("t",)
     twin = dataclasses.replace(v, claim=dataclasses.replace(c, id="twin"))
-    both = decide.plan_batch([v, twin], records, cost + 0.01)
-    assert set(both.claims) == {"t", "twin"} and both.minutes == pytest.approx(cost)
+    both = decide.plan_batch([v, twin], records, 60.0)
+    assert set(both.claims) == {"t", "twin"} and both.minutes == pytest.approx(batch.minutes)
+    assert both.expected == pytest.approx(2 * chance)
+
+
+def test_decide_plans_with_the_spread_of_the_runs_other_cell_sets():
+    """Two cells per set that happen to agree (under 1 % apart) beside eight other sets of the same
+    testbed whose rates spread by about 25 %: the claim is planned with the pooled spread,
+    so with more repetitions, and a lower probability, than its own two cells promise."""
+    from slimio_repro.claims import decide
+    records = _looked_records([161, 162], [100, 100.7])
+    rng = np.random.default_rng(3)
+    others = pd.DataFrame([{"testbed": "vm", "system": f"s{i}", "workload": "ycsb-a",
+                            "policy": "periodical", "rep": r + 1, "cell_total_s": 60,
+                            "rps_wal_only": x}
+                           for i in range(8) for r, x in enumerate(rng.normal(100, 25, 2))])
+    c = _periodical_claim(paper_value=1.3)
+    v = judge.judge_all([c], records)[0]
+    assert v.verdict == judge.UNDECIDED     # 1.61 against the band's upper edge 1.625
+    prior = decide.spread_prior(c, pd.concat([records, others]),
+                                exclude={"vm-slimio-redis-benchmark-periodical",
+                                         "vm-baseline-redis-benchmark-periodical"})
+    pooled = np.mean([np.var(g, ddof=1) / np.mean(g) ** 2
+                      for _, g in others.groupby("system")["rps_wal_only"]])
+    assert prior == pytest.approx((pooled, 8))
+    alone = decide.plan_batch([v], records, 600.0)
+    shared = decide.plan_batch([v], pd.concat([records, others]), 600.0)
+    assert max(shared.reps.values()) > max(alone.reps.values())
+    assert shared.expected < alone.expected
 
 
 @pytest.mark.parametrize("text, minutes", [("30m", 30), ("1h", 60), ("90s", 1.5), ("45", 45)])

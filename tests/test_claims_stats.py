@@ -362,3 +362,50 @@ def test_a_whole_decide_run_errs_at_most_5_percent_at_the_bands_edge(side):
 def test_alpha_spending_sums_to_the_stated_error():
     assert stats.alpha_of_look(0) == pytest.approx(0.05)
     assert sum(stats.alpha_of_look(j) for j in range(1, 60)) == pytest.approx(0.05)
+
+
+# --- planning repetitions (slimio-repro decide) ------------------------------------------
+
+@pytest.mark.parametrize("spread, n", [(0.05, 3), (0.25, 6), (0.25, 30)])
+def test_the_probability_of_deciding_comes_true_as_often_as_it_says(spread, n):
+    """Simulated claims (the true log ratio spread widely around a band [1.15, 1.51], each
+    set's cells log-normal with ``spread``), judged at n = 2 with the spread pooled from 20
+    other sets of 2 (as decide.spread_prior pools the run's), then continued to ``n`` cells
+    and judged at 97.5 %: the predicted probability of a decision is, on average and among
+    experiments it rated alike, as often right as it says (within 3 and 10 points)."""
+    rng = np.random.default_rng(SEED)
+    edges = [1.15, 1.51]
+    said, came = [], []
+    for _ in range(EXPERIMENTS):
+        truth = math.exp(rng.uniform(-1.5, 2.0))
+        a = list(rng.lognormal(math.log(100 * truth), spread, 2))
+        b = list(rng.lognormal(math.log(100), spread, 2))
+        others = rng.lognormal(0, spread, (20, 2))
+        prior = (float(np.mean(others.var(axis=1, ddof=1) / others.mean(axis=1) ** 2)), 20)
+        iv = stats.interval(_ratio, _groups(a, b), log_scale=True)
+        said.append(stats.decide_probability(iv, edges, n, 0.975, prior)[0])
+        a += list(rng.lognormal(math.log(100 * truth), spread, n - 2))
+        b += list(rng.lognormal(math.log(100), spread, n - 2))
+        later = stats.interval(_ratio, _groups(a, b), log_scale=True, confidence=0.975)
+        came.append(not any(later.low <= e <= later.high for e in edges))
+    said, came = np.array(said), np.array(came)
+    assert abs(said.mean() - came.mean()) < 0.03, (said.mean(), came.mean())
+    for lo in (0.0, 0.25, 0.5, 0.75):
+        alike = (said >= lo) & (said < lo + 0.25)
+        if alike.sum() >= 100:
+            assert abs(said[alike].mean() - came[alike].mean()) < 0.10, (lo, alike.sum())
+
+
+def test_the_probability_of_deciding_grows_with_n_and_with_the_distance_to_an_edge():
+    """More cells decide more often; a value on an edge is less likely decided than one
+    between two far edges; no finite edge is always decided, no spread never planned."""
+    a, b = [150.0, 160.0], [100.0, 104.0]
+    iv = stats.interval(_ratio, _groups(a, b), log_scale=True)
+    ns = np.array([3, 10, 100])
+    between = stats.decide_probability(iv, [1.2, 1.9], ns, 0.975)
+    assert between[0] < between[1] < between[2] and between[2] > 0.9
+    on_edge = stats.decide_probability(iv, [iv.value], ns, 0.975)
+    assert np.all(on_edge < between)
+    assert np.all(stats.decide_probability(iv, [-math.inf, math.inf], ns) == 1.0)
+    unmeasured = stats.interval(_ratio, _groups([150.0], [100.0]), log_scale=True)
+    assert stats.decide_probability(unmeasured, [1.2], 5)[0] == 0.0

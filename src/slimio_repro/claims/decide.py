@@ -2,9 +2,11 @@
 
 Each round looks at the run's verdicts (judged look by look, judge.judge_all), finds the
 undecided claims, and plans the repetitions that decide the most of them per minute of
-cell time within what is left of the budget: a claim is decided, if its measured mean and
-spread hold, once every cell set it compares has the repetitions its verdict names
-(needed_n, at the next look's confidence); sets shared between claims are paid once. The
+cell time within what is left of the budget, expected from what was measured: the
+probability that a claim's interval at the next look's confidence clears its band's edges
+with n repetitions per cell set (stats.decide_probability, the spread taken from the run's
+other cell sets too, spread_prior), over the minutes those cells take; sets shared between
+claims are paid once. The
 plan is one more look (matrix.looks, written to RESULTS_DIR/claims/decide.yaml), which the
 same Snakemake pipeline runs as new -rN cells (nothing that exists is run again), and the
 claims are judged again. Rounds go on until every claim is decided, nothing more fits in
@@ -20,11 +22,12 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import yaml
 
 from slimio_repro import paths
-from slimio_repro.claims import catalog, judge
+from slimio_repro.claims import catalog, judge, stats
 from slimio_repro.claims.judge import UNDECIDED, Verdict
 
 # The file of the looks decide added (a config file: give it to snakemake and
@@ -33,6 +36,9 @@ LOOKS_FILE = "claims/decide.yaml"
 # Cell time assumed for a cell set no cell of which recorded its wall time.
 DEFAULT_CELL_S = 120.0
 MAX_LOOKS = 4
+# The least probability of deciding a claim that a plan spends cell time on: a look more
+# likely to leave a claim undecided than to decide it is not worth the user's minutes.
+MIN_PROBABILITY = 0.5
 # What makes Snakemake run a job again during decide: an input newer than the output, or a
 # changed set of inputs (a table's records gain the look's cells). Not a changed parameter
 # or code: a finished cell never runs again.
@@ -51,6 +57,7 @@ class Batch:
     minutes: float                 # cell time planned
     claims: tuple[str, ...]        # the claims it is planned to decide
     left_out: tuple[str, ...]      # undecided claims it cannot decide within the budget
+    expected: float = 0.0          # how many of ``claims`` it decides, expected
 
 
 def claim_sets(c: catalog.Claim, records: pd.DataFrame) -> list[str]:
@@ -78,40 +85,116 @@ def cell_minutes(records: pd.DataFrame) -> dict[str, float]:
     return out
 
 
-def plan_batch(verdicts: list[Verdict], records: pd.DataFrame, budget_min: float) -> Batch:
-    """The repetitions that decide the most undecided claims per minute within
-    ``budget_min``: greedily, the claim whose missing repetitions cost least given what is
-    planned already, until the next one does not fit."""
+def spread_prior(c: catalog.Claim, records: pd.DataFrame,
+                 exclude: set[str] = frozenset()) -> tuple[float, float] | None:
+    """What the run's other cell sets say of the claim's per-cell variance on its effect
+    scale, as (variance, degrees of freedom), for a claim judged on the log scale: each
+    metric's relative variance (variance over squared mean) pooled over every set of the
+    claim's testbed outside ``exclude`` with 2 or more cells, summed over the metrics each
+    of the claim's sets contributes (the log effect moves by +-1 in each log mean; metrics
+    of one set taken as uncorrelated, which overstates the variance where they are) and
+    averaged over its sets; the degrees of freedom are the fewest any metric pooled. None
+    where nothing can be pooled. The cells of one testbed share their noise (the spread of
+    a TCG guest's rate is 18-30 % in every set), so 2 cells of the claim's own sets are
+    planned with the spread of dozens."""
+    if not c.log_effect:
+        return None
+    mine = records[records["testbed"].astype(str) == c.cells_testbed]
+    sets = judge.set_ids(mine)
+    mine, sets = mine[~sets.isin(exclude)], sets[~sets.isin(exclude)]
+    pooled: dict[str, tuple[float, float]] = {}
+    for m in c.metrics():
+        if m not in mine:
+            return None
+        x = pd.to_numeric(mine[m], errors="coerce")
+        g = x.groupby(sets)
+        n, mean, var = g.count(), g.mean(), g.var(ddof=1)
+        ok = (n >= 2) & (mean > 0) & var.notna()
+        if not ok.any():
+            return None
+        df = float((n[ok] - 1).sum())
+        pooled[m] = (float(((n[ok] - 1) * var[ok] / mean[ok] ** 2).sum() / df), df)
+    per_set: dict[tuple, float] = {}
+    for t in c.terms():
+        key = (t.system, t.workload, t.policy)
+        per_set.setdefault(key, 0.0)
+        per_set[key] += pooled[t.metric][0]
+    return (sum(per_set.values()) / len(per_set), min(df for _, df in pooled.values()))
+
+
+# The repetitions per cell set a plan considers.
+NS = np.arange(2, stats.MAX_REPETITIONS + 1)
+
+
+def _chances(verdicts: list[Verdict], records: pd.DataFrame, look: int):
+    """The cells each set has, each set's minutes per cell, and for each undecided claim its
+    sets and its probability of being decided at each of NS (0 where NS does not add
+    cells)."""
     have = judge.set_ids(records).value_counts().to_dict()
     minutes = cell_minutes(records)
-    wanted = {}
+    confidence = 1 - stats.alpha_of_look(look)
+    wanted: dict[str, tuple[list[str], np.ndarray]] = {}
     for v in verdicts:
-        if v.verdict == UNDECIDED and v.needed_n:
-            sets = claim_sets(v.claim, records)
-            if sets:
-                wanted[v.claim.id] = (v.needed_n, sets)
+        if v.verdict != UNDECIDED:
+            continue
+        sets = claim_sets(v.claim, records)
+        iv = v.interval
+        if not sets or iv is None:
+            continue
+        if not iv.defined:
+            chance = np.where(NS == 2, MIN_PROBABILITY, 0.0)
+        else:
+            prior = spread_prior(v.claim, records, exclude=set(sets))
+            chance = stats.decide_probability(iv, v.claim.band(), NS, confidence, prior)
+        chance = np.where(NS > max(have.get(s, 0) for s in sets), chance, 0.0)
+        wanted[v.claim.id] = (sets, chance)
+    return have, minutes, wanted
+
+
+def _cost(sets: list[str], planned: dict[str, int], minutes: dict[str, float]) -> np.ndarray:
+    """The cell minutes that take every one of ``sets`` to each of NS, beyond ``planned``."""
+    return sum(np.maximum(0, NS - planned.get(s, 0)) * minutes.get(s, DEFAULT_CELL_S / 60)
+               for s in sets)
+
+
+def plan_batch(verdicts: list[Verdict], records: pd.DataFrame, budget_min: float,
+               look: int = 1) -> Batch:
+    """The repetitions that decide the most undecided claims per minute within
+    ``budget_min``, for look number ``look`` (its confidence 1 - stats.alpha_of_look(look)):
+    greedily, the claim and number of repetitions with the highest probability of deciding
+    it (stats.decide_probability, with the run's other sets' spread, spread_prior) per
+    minute of cell time not yet planned, among those at least MIN_PROBABILITY likely, until
+    nothing more fits. A claim whose spread is unmeasured (one cell in a set) is taken to
+    2 repetitions first, at MIN_PROBABILITY."""
+    have, minutes, wanted = _chances(verdicts, records, look)
     planned = dict(have)
-    chosen, spent = [], 0.0
-
-    def cost(need, sets):
-        return sum(max(0, need - planned.get(s, 0)) * minutes.get(s, DEFAULT_CELL_S / 60)
-                   for s in sets)
-
+    chosen: dict[str, float] = {}
+    spent = 0.0
     while True:
-        options = sorted((cost(*wanted[cid]), cid) for cid in wanted if cid not in chosen)
-        fits = [(m, cid) for m, cid in options if spent + m <= budget_min]
-        if not fits:
+        best = None
+        for cid, (sets, chance) in wanted.items():
+            if cid in chosen:
+                continue
+            cost = _cost(sets, planned, minutes)
+            ok = (chance >= MIN_PROBABILITY) & (spent + cost <= budget_min)
+            if not ok.any():
+                continue
+            rate = np.where(ok, chance / np.maximum(cost, 1e-9), -1.0)
+            i = int(np.argmax(rate))
+            if best is None or rate[i] > best[0]:
+                best = (rate[i], cid, int(NS[i]), float(cost[i]), float(chance[i]))
+        if best is None:
             break
-        m, cid = fits[0]
-        need, sets = wanted[cid]
-        for s in sets:
-            planned[s] = max(planned.get(s, 0), need)
-        chosen.append(cid)
-        spent += m
+        _, cid, n, cost, chance = best
+        for s in wanted[cid][0]:
+            planned[s] = max(planned.get(s, 0), n)
+        chosen[cid] = chance
+        spent += cost
     reps = {s: n for s, n in planned.items() if n > have.get(s, 0)}
     undecided = [v.claim.id for v in verdicts if v.verdict == UNDECIDED]
     return Batch(reps, sum(n - have.get(s, 0) for s, n in reps.items()), spent,
-                 tuple(chosen), tuple(c for c in undecided if c not in chosen))
+                 tuple(chosen), tuple(c for c in undecided if c not in chosen),
+                 sum(chosen.values()))
 
 
 def load_looks(results: Path) -> list[dict]:
@@ -188,19 +271,21 @@ def run(results: Path, configfiles: list[Path], repetitions: int, budget_min: fl
               "the budget left", file=out)
         if not undecided or len(looks) >= max_looks:
             break
-        batch = plan_batch(verdicts, records, left)
+        batch = plan_batch(verdicts, records, left, len(looks) + 1)
         if not batch.reps:
-            cheapest = min_cost(verdicts, records)
+            cheapest = min_cost(verdicts, records, len(looks) + 1)
             print("  nothing more fits: " + (
-                f"the cheapest undecided claim needs {cheapest:.1f} min"
-                if math.isfinite(cheapest)
-                else "no undecided claim names repetitions that decide it"), file=out)
+                f"the cheapest undecided claim needs {cheapest:.1f} min to be decided with "
+                f"probability {MIN_PROBABILITY:g}" if math.isfinite(cheapest)
+                else f"no undecided claim is decided with probability {MIN_PROBABILITY:g} "
+                     f"by {stats.MAX_REPETITIONS} repetitions"), file=out)
             break
         print(f"  look {len(looks) + 1}: {batch.cells} more cells ({batch.minutes:.1f} min "
-              f"planned) for {len(batch.claims)} claims: "
+              f"planned) for {len(batch.claims)} claims, {batch.expected:.1f} of them decided "
+              "as expected from the measured means and spreads: "
               + ", ".join(f"{s} -> {n}" for s, n in sorted(batch.reps.items())), file=out)
         rounds.append({"look": len(looks) + 1, "reps": batch.reps, "planned_min": batch.minutes,
-                       "claims": list(batch.claims)})
+                       "claims": list(batch.claims), "expected": round(batch.expected, 2)})
         if dry_run:
             break
         write_looks(results, looks + [batch.reps])
@@ -233,8 +318,9 @@ def _check_run(records: pd.DataFrame, looks: list[dict], repetitions: int, cells
             "after the profile makes them)")
 
 
-def min_cost(verdicts: list[Verdict], records: pd.DataFrame) -> float:
-    """The cell minutes of the cheapest undecided claim on its own."""
-    costs = [plan_batch([v], records, math.inf).minutes for v in verdicts
-             if v.verdict == UNDECIDED and v.needed_n]
+def min_cost(verdicts: list[Verdict], records: pd.DataFrame, look: int = 1) -> float:
+    """The cell minutes of the cheapest undecided claim on its own, at MIN_PROBABILITY."""
+    have, minutes, wanted = _chances(verdicts, records, look)
+    costs = [float(_cost(sets, have, minutes)[chance >= MIN_PROBABILITY].min())
+             for sets, chance in wanted.values() if (chance >= MIN_PROBABILITY).any()]
     return min(costs) if costs else math.inf

@@ -84,6 +84,7 @@ class Verdict:
     confidence: float = CONFIDENCE
     # (n, verdict, ci_low, ci_high, confidence) at each look that judged it (matrix.looks)
     history: tuple = ()
+    interval: stats.Interval | None = None   # what the verdict was decided from
 
     @property
     def label(self) -> str:
@@ -365,7 +366,7 @@ def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
                    "ratio mixes machines")
     return Verdict(c, verdict, reason, value, iv.low, iv.high, n, n_detail, judged_on,
                    needed_n=need, confidence=confidence,
-                   history=((n, verdict, iv.low, iv.high, confidence),))
+                   history=((n, verdict, iv.low, iv.high, confidence),), interval=iv)
 
 
 def node_classes(records: pd.DataFrame) -> list[str]:
