@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import shutil
 import subprocess
 import sys
 import time
@@ -231,7 +232,7 @@ def parse_budget(text: str) -> float:
 
 
 def run(results: Path, configfiles: list[Path], repetitions: int, budget_min: float,
-        cores: str = "all", max_looks: int = MAX_LOOKS, snakemake: str = "snakemake",
+        cores: str = "all", max_looks: int = MAX_LOOKS, snakemake: str | None = None,
         dry_run: bool = False, claims_file: Path = paths.CLAIMS_FILE,
         out=sys.stdout) -> list[dict]:
     """decide's rounds (module docstring) on the run in ``results`` made with
@@ -244,6 +245,8 @@ def run(results: Path, configfiles: list[Path], repetitions: int, budget_min: fl
         raise DecideError(f"{results} has no {paths.CELLS_TABLE}: run `make reproduce` (or "
                           "snakemake reproduce) into it first")
     claims = catalog.load(claims_file)
+    if not dry_run:
+        snakemake = snakemake or find_snakemake()
 
     def pipeline(target: str) -> None:
         """Snakemake on ``target`` with the run's config files and every look so far."""
@@ -293,6 +296,17 @@ def run(results: Path, configfiles: list[Path], repetitions: int, budget_min: fl
     if rounds and not dry_run:
         pipeline("reproduce")      # the tables, figures and report with every look's cells
     return rounds
+
+
+def find_snakemake() -> str:
+    """The snakemake beside this Python (the project's venv), else the one on PATH; a
+    DecideError before anything is planned or written where there is none."""
+    beside = Path(sys.executable).parent / "snakemake"
+    found = str(beside) if beside.exists() else shutil.which("snakemake")
+    if not found:
+        raise DecideError(f"no snakemake beside {sys.executable} or on PATH: run decide from "
+                          "the project's venv (make decide, or .venv/bin/slimio-repro)")
+    return found
 
 
 def _check_run(records: pd.DataFrame, looks: list[dict], repetitions: int, cells_csv: Path,
