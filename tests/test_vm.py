@@ -163,9 +163,18 @@ def test_ensure_box_reads_vagrants_box_directory(tmp_path, monkeypatch):
                     "--pool", "default"]]
 
 
-def test_femu_without_kvm_is_refused(tmp_path):
-    cfg = _config(accel="tcg", device_profile="femu-fdp-paper")
-    with pytest.raises(configmod.ConfigError, match="FEMU, which needs KVM"):
+def test_a_femu_profile_needs_its_emulator_and_room_in_host_ram(tmp_path):
+    """FEMU runs under TCG too, but only once built, and its device lives in host RAM: a
+    missing binary is refused with the command that builds it, the paper's 180 GiB device
+    on this host for its RAM."""
+    missing = tmp_path / "no-femu"
+    cfg = _config(accel="tcg", device_profile="femu-fdp-paper", emulator_path=str(missing))
+    with pytest.raises(configmod.ConfigError, match=f"{missing}.*host_femu_enabled=true"):
+        configmod.make(cfg)
+    built = tmp_path / "qemu-system-x86_64"
+    built.write_text("")
+    cfg = _config(accel="tcg", device_profile="femu-fdp-paper", emulator_path=str(built))
+    with pytest.raises(configmod.ConfigError, match="180 GiB lives in host RAM"):
         configmod.make(cfg)
 
 

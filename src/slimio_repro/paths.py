@@ -50,6 +50,8 @@ YCSB_POM = YCSB_BINDINGS_DIR / "pom.xml"
 ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
 # Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
 ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
+# Where the host_femu setup role links its FEMU build (its host_femu_prefix + bin/).
+FEMU_EMULATOR = "/opt/femu/bin/qemu-system-x86_64"
 
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"

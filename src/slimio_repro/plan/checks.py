@@ -243,13 +243,21 @@ def check_vm(config: dict, profile: DeviceProfile, host: Host) -> None:
         raise ConfigError("testbeds.vm.accel: kvm, but this host has no /dev/kvm; set it to "
                           "auto or tcg")
     if profile.emulator == "femu":
-        accel = vm["accel"] if vm["accel"] != "auto" else host.accel_verdict
-        if accel != "kvm":
-            why = ("`make setup-host` has not probed this host" if accel is None
-                   else f"this host runs guests with {accel}")
+        emulator = vm["emulator_path"] or paths.FEMU_EMULATOR
+        if not Path(emulator).exists():
             raise ConfigError(
-                f"testbeds.vm.device_profile: {profile.name} is FEMU, which needs KVM, and "
-                f"{why}; use a qemu profile (e.g. qemu-fdp-paper) or a KVM host")
+                f"testbeds.vm.device_profile: {profile.name} is FEMU, and {emulator} "
+                "(testbeds.vm.emulator_path) does not exist: build it with `make setup-host "
+                "SETUP_ARGS='-e host_femu_enabled=true'` (femu/README.md), or use a qemu "
+                "profile")
+        # FEMU keeps the whole device in host RAM (its DRAM backend), beside the guest's.
+        need = profile.capacity_gib * 1024 + vm["memory_mb"]
+        if need > host.memory_mb - HOST_RESERVE_MB:
+            raise ConfigError(
+                f"testbeds.vm.device_profile: {profile.name}'s {profile.capacity_gib} GiB "
+                f"lives in host RAM beside the guest's {vm['memory_mb']} MiB: {need} MiB "
+                f"does not fit this host's {host.memory_mb} MiB with {HOST_RESERVE_MB} MiB "
+                "left for the host; use a smaller FEMU profile (e.g. femu-fdp-gc)")
     for workload in config["matrix"]["workloads"]:
         data = sizing.expected_dataset_bytes(config, workload)
         need_mb = FORK_FACTOR * data // MIB + GUEST_BASE_MB

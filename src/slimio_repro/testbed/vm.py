@@ -384,11 +384,9 @@ def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path, boot: dict,
     (:func:`management_network`)."""
     vm, profile = plan.vm, plan.vm.device
     accel = accelerator(vm.accel)
-    emulator = vm.emulator_path or shutil.which("qemu-system-x86_64") or \
-        "/usr/bin/qemu-system-x86_64"
-    if profile.emulator == "femu" and accel["accel"] != "kvm":
-        raise VmError(f"device profile {profile.path} needs FEMU, which needs KVM; this "
-                      f"host uses {accel['accel']} ({accel['reason']}). Use a qemu profile")
+    emulator = vm.emulator_path or (paths.FEMU_EMULATOR if profile.emulator == "femu" else
+                                    shutil.which("qemu-system-x86_64")
+                                    or "/usr/bin/qemu-system-x86_64")
     qemu_args = device_qemu_args(profile, vm_dir / "nvme.img")
     if accel["accel"] == "tcg":
         qemu_args += ["-cpu", vm.tcg_cpu]   # testbeds.vm.tcg_cpu says why not plain max
