@@ -32,7 +32,7 @@ def test_command_without_placement():
     cmd = roofline.fio_command("/opt/fio", "/dev/ng0n1", placement_id=None,
                                output_json="/tmp/o.json", **JOB)
     assert cmd == ["/opt/fio", "--name=roofline", "--filename=/dev/ng0n1",
-                   "--ioengine=io_uring_cmd", "--cmd_type=nvme", "--rw=write",
+                   "--ioengine=io_uring_cmd", "--cmd_type=nvme", "--pi_act=0", "--rw=write",
                    f"--bs={128 << 10}", "--iodepth=8", f"--size={64 << 20}", "--offset=0",
                    "--numjobs=1", "--group_reporting", "--output-format=json",
                    "--output=/tmp/o.json"]

@@ -65,6 +65,32 @@ def test_bad_profiles_are_refused_naming_the_problem(tmp_path, text, message):
         configmod.load_device_profile(str(f))
 
 
+def test_femu_profiles_are_the_geometry_the_artifacts_ftl_builds():
+    """The artifact's FTL (fdpftl.c, ssd_init_params) sizes the flash from the namespace and
+    gc_thres_pcent: the paper profile is its 240 reclaim units of 1 GiB on 64 dies; the gc
+    profile's 1 GiB on 8 dies of 1 MiB blocks is 1360 blocks, which FEMU reported in its FDP
+    configuration log page in a guest here (fdp.c puts its block count where the reclaim
+    unit size belongs)."""
+    paper = configmod.load_device_profile("femu-fdp-paper").femu_geometry()
+    assert (paper["dies"], paper["reclaim_units"], paper["reclaim_unit_mib"]) == (64, 240, 1024)
+    gc = configmod.load_device_profile("femu-fdp-gc")
+    assert gc.femu_geometry()["reclaim_units"] == 170
+    assert gc.reported_fdp_config() == {"reclaim_unit_handles": 8, "reclaim_groups": 1,
+                                        "reclaim_unit_size_bytes": 1360}
+    args = vm.device_qemu_args(gc, None)[1]
+    assert "femu_mode=6" in args and args.endswith("bus=pci.0,addr=0x10")
+
+
+def test_a_femu_profile_that_says_another_geometry_than_its_options_is_refused(tmp_path):
+    text = configmod.load_device_profile("femu-fdp-gc").path
+    f = tmp_path / "femu-wrong.yaml"
+    f.write_text((paths.REPO_ROOT / text).read_text().replace(
+        "reclaim_unit_size_mib: 8", "reclaim_unit_size_mib: 4"))
+    with pytest.raises(configmod.ConfigError, match=r"build \{'reclaim_unit_size_mib': 8.*"
+                                                    r"8 dies of 170 blocks of 1 MiB"):
+        configmod.load_device_profile(str(f))
+
+
 def test_unknown_profile_lists_the_known_ones():
     with pytest.raises(configmod.ConfigError, match="known profiles: .*qemu-fdp-smoke"):
         configmod.load_device_profile("nope")

@@ -252,6 +252,41 @@ class DeviceProfile:
     def capacity_bytes(self) -> int:
         return self.capacity_gib << 30
 
+    def femu(self) -> dict[str, int]:
+        """The profile's FEMU options as numbers."""
+        return {k: int(v) for k, v in (o.split("=", 1) for o in self.femu_options)}
+
+    def femu_geometry(self) -> dict[str, int]:
+        """The flash the artifact's FDP FTL builds from the options (hw/femu/fdp/fdpftl.c,
+        ssd_init_params, integer arithmetic as there): the namespace (devsz_mb) is
+        gc_thres_pcent % of the flash; each of the nchs x luns_per_ch dies holds
+        blocks_per_die blocks of nand_block_size_mb; a reclaim unit (a line) is one block
+        on each die of its reclaim group, so each group has blocks_per_die of them."""
+        o = self.femu()
+        dies = o.get("nchs", 8) * o.get("luns_per_ch", 8)
+        flash_mb = self.capacity_gib * 1024 * 100 // o.get("gc_thres_pcent", 75)
+        blocks_per_die = flash_mb // dies // o.get("nand_block_size_mb", 4)
+        groups = o.get("rg_number", 8)
+        return {"dies": dies, "flash_mb": flash_mb, "blocks_per_die": blocks_per_die,
+                "blocks": blocks_per_die * dies, "reclaim_groups": groups,
+                "reclaim_units": blocks_per_die * groups,
+                "reclaim_unit_mib": dies // groups * o.get("nand_block_size_mb", 4),
+                "handles": o.get("handle_number", 4)}
+
+    def reported_fdp_config(self) -> dict[str, int]:
+        """The FDP configuration the device reports in its log page, as parse_configs
+        reads it: QEMU reports the profile's; FEMU (hw/femu/fdp/fdp.c, fdp_confs) reports
+        stream_number x rg_number handles, rg_number groups, and its total number of NAND
+        blocks where the reclaim unit size belongs."""
+        if self.emulator != "femu":
+            return {"reclaim_unit_handles": self.reclaim_unit_handles,
+                    "reclaim_groups": self.reclaim_groups,
+                    "reclaim_unit_size_bytes": (self.reclaim_unit_size_mib or 0) << 20}
+        o, g = self.femu(), self.femu_geometry()
+        return {"reclaim_unit_handles": o.get("stream_number", 4) * g["reclaim_groups"],
+                "reclaim_groups": g["reclaim_groups"],
+                "reclaim_unit_size_bytes": g["blocks"]}
+
     def as_dict(self) -> dict:
         return asdict(self)
 

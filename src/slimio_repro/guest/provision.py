@@ -143,9 +143,7 @@ def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
         out.append(f"the controller's FDP support (CTRATT bit 19) is {has_fdp}, but the "
                    f"device profile {profile.name} says fdp: {profile.fdp}")
     if profile.fdp and has_fdp:
-        want = {"reclaim_unit_handles": profile.reclaim_unit_handles,
-                "reclaim_groups": profile.reclaim_groups,
-                "reclaim_unit_size_bytes": (profile.reclaim_unit_size_mib or 0) << 20}
+        want = profile.reported_fdp_config()
         got = {k: facts.fdp_configs[0][k] for k in want} if facts.fdp_configs else None
         if got != want:
             out.append(f"the device's FDP configuration {got} does not match the device "

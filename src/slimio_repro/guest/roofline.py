@@ -33,6 +33,10 @@ from pathlib import Path
 from . import layout
 
 # A passthru char device: /dev/ng<controller>n<namespace>.
+# fio's passthru engine. pi_act defaults to 1, and fio then sets PRACT in every command's
+# CDW12 whatever the namespace's format; ours carry no protection information, where QEMU
+# ignores the bit and FEMU rejects the command (Invalid Field).
+PASSTHRU_ENGINE = ("--ioengine=io_uring_cmd", "--cmd_type=nvme", "--pi_act=0")
 NVME_CHAR_DEVICE = re.compile(r"/dev/ng\d+n\d+")
 # Generous under TCG (~10x slower than a real machine); the job itself is bounded by size.
 DEFAULT_TIMEOUT_S = 1800
@@ -85,8 +89,8 @@ def fio_command(fio_bin: str, device: str, *, size_bytes: int, block_size_bytes:
         raise ValueError(f"device {device!r} is not an NVMe passthru char device "
                          f"(/dev/ngXnY, e.g. /dev/ng0n1): io_uring_cmd needs one")
     _check_job(size_bytes, block_size_bytes, iodepth)
-    cmd = [fio_bin, f"--name={JOB_NAME}", f"--filename={device}", "--ioengine=io_uring_cmd",
-           "--cmd_type=nvme", "--rw=write", f"--bs={block_size_bytes}",
+    cmd = [fio_bin, f"--name={JOB_NAME}", f"--filename={device}", *PASSTHRU_ENGINE,
+           "--rw=write", f"--bs={block_size_bytes}",
            f"--iodepth={iodepth}", f"--size={size_bytes}", "--offset=0", "--numjobs=1",
            "--group_reporting", "--output-format=json", f"--output={output_json}"]
     if placement_id is not None:
@@ -242,7 +246,7 @@ def rate_command(fio_bin: str, target: str, rw: str, *, size_bytes: int,
         raise ValueError(f"rw {rw!r}: only writes are durable")
     _check_job(size_bytes, block_size_bytes, iodepth)
     passthru = bool(NVME_CHAR_DEVICE.fullmatch(target))
-    engine = (["--ioengine=io_uring_cmd", "--cmd_type=nvme"]
+    engine = (list(PASSTHRU_ENGINE)
               if passthru else ["--ioengine=io_uring", "--direct=1"])
     if durable:
         engine.append("--writefua=1" if passthru else "--sync=dsync")

@@ -78,12 +78,13 @@ def device_qemu_args(profile: DeviceProfile, image: Path) -> list[str]:
     QEMU's own emulation: an NVMe subsystem (FDP lives there: reclaim unit size, groups and
     handles), a controller at the fixed PCI address 0x10 (libvirt puts the NIC on the first
     free slots), and namespace 1 with the profile's LBA size and all reclaim unit handles.
-    FEMU: its ``femu`` device in FDP mode with the same capacity.
+    FEMU: its ``femu`` device (the profile's options) with the same capacity, at the same
+    PCI address.
     """
     lba = profile.lba_size_bytes
     if profile.emulator == "femu":
         opts = [f"devsz_mb={profile.capacity_gib * 1024}", "namespaces=1",
-                *profile.femu_options]
+                *profile.femu_options, "bus=pci.0", "addr=0x10"]
         return ["-device", "femu," + ",".join(opts)]
     subsys = "nvme-subsys,id=slimio-subsys"
     ns = f"nvme-ns,drive=slimio-nvm,nsid=1,logical_block_size={lba},physical_block_size={lba}"
