@@ -120,8 +120,9 @@ nightly: setup-host
 	  --out results/regression-vm || status=1; \
 	exit $$status
 
-# The whole suite needs the one-node SLURM cluster too (tests/test_slurm.py).
-test: SETUP_ARGS += -e host_slurm_enabled=true
+# The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
+# FEMU (tests/test_femu_e2e.py) too.
+test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests
 
