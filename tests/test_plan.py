@@ -92,9 +92,8 @@ BAD = [
     ("testbeds={vm: {cpus: 64}}", "testbeds.vm.cpus: 64 vCPUs on a host with"),
     ("testbeds={vm: {device_profile: qemu-fdp-huge}}",
      "testbeds.vm.device_profile: 'qemu-fdp-huge' not found"),
-    ("testbeds={vm: {device_profile: femu-fdp-paper, memory_mb: 8192, "
-     "emulator_path: /nonexistent/femu}}",
-     "testbeds.vm.device_profile: femu-fdp-paper is FEMU, and /nonexistent/femu"),
+    ("testbeds={vm: {device_profile: femu-fdp-gc, emulator_path: /nonexistent/femu}}",
+     "testbeds.vm.device_profile: femu-fdp-gc is FEMU, and /nonexistent/femu"),
     ("slimio={lba_size_bytes: 512}",
      "slimio.lba_size_bytes: 512 differs from device profile qemu-fdp-smoke"),
     ("slimio={wal_size_mb: 20000}", "slimio.wal_size_mb: SlimIO's layout for"),

@@ -192,16 +192,17 @@ def test_ensure_box_reads_vagrants_box_directory(tmp_path, monkeypatch):
 def test_a_femu_profile_needs_its_emulator_and_room_in_host_ram(tmp_path):
     """FEMU runs under TCG too, but only once built, and its device lives in host RAM: a
     missing binary is refused with the command that builds it, the paper's 180 GiB device
-    on this host for its RAM."""
+    on this host for its RAM (whether or not FEMU is built)."""
     missing = tmp_path / "no-femu"
-    cfg = _config(accel="tcg", device_profile="femu-fdp-paper", emulator_path=str(missing))
+    cfg = _config(accel="tcg", device_profile="femu-fdp-gc", emulator_path=str(missing))
     with pytest.raises(configmod.ConfigError, match=f"{missing}.*host_femu_enabled=true"):
         configmod.make(cfg)
     built = tmp_path / "qemu-system-x86_64"
     built.write_text("")
-    cfg = _config(accel="tcg", device_profile="femu-fdp-paper", emulator_path=str(built))
-    with pytest.raises(configmod.ConfigError, match="180 GiB lives in host RAM"):
-        configmod.make(cfg)
+    for emulator in (missing, built):
+        cfg = _config(accel="tcg", device_profile="femu-fdp-paper", emulator_path=str(emulator))
+        with pytest.raises(configmod.ConfigError, match="180 GiB lives in host RAM"):
+            configmod.make(cfg)
 
 
 def test_guest_config_points_at_the_box_and_says_whether_there_is_fdp():

@@ -132,6 +132,8 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
         checks.check_vm(config, profile, host or checks.Host.this())
     if check_sources:
         checks.check_redis_source(config)
+        if profile is not None:
+            checks.check_emulator(config, profile)
     p = paths.Paths.from_config(config)
     version = config["redis"]["version"]
     ycsb_version = ycsb_build.pinned_version()
