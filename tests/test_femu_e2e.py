@@ -60,6 +60,10 @@ def test_a_slimio_cell_runs_on_the_artifacts_femu(tmp_path):
     assert record["roofline_placement_id"] == 2 and record["roofline_seq_write_mb_s"] > 0
 
     raw = results / "raw" / CELL
+    # FEMU's own output (its FTL thread, later its GC lines) is kept with the cell.
+    emulator = (raw / "vm" / vm.EMULATOR_LOG).read_text()
+    assert "femu_mode=6" in emulator and "msftl_thread start" in emulator
+    assert emulator.count(vm.QEMU_LOG_START) == 1
     found = json.loads((raw / layout.RAW_SLIMIO_DEVICE).read_text())
     assert found["fdp_enabled"] is True and found["placement_ids"] == list(range(8))
     configs = fdp.parse_configs((raw / layout.RAW_FDP_CONFIGS).read_text())

@@ -354,3 +354,19 @@ def test_the_sampler_sees_a_busy_thread(tmp_path):
     assert used["vcpu"] == 0 and 0.3 < used["emulation"] < 1.3, used
     with pytest.raises(hostcpu.HostCpuError, match=r"no QEMU pid for domain nope"):
         hostcpu.qemu_pid("nope", tmp_path)
+
+
+def test_a_cell_keeps_only_its_own_start_of_the_domain_log():
+    """libvirt appends every start of a domain of one name to one log; a cell keeps the last
+    start's part (lines as libvirt 9.0 and the FEMU build wrote them here)."""
+    first = ("2026-11-26 18:33:25.562+0000: starting up libvirt version: 9.0.0, package: "
+             "9.0.0-4+deb12u2 (Debian), qemu version: 9.0.1, kernel: 6.18.44, hostname: vm\n"
+             "gc_thres_pcent 0.750000\n"
+             "2026-11-26T18:34:28.019661Z qemu-system-x86_64: terminating on signal 15 from "
+             "pid 23367 (libvirtd)\n")
+    second = ("2026-11-26 18:41:12.427+0000: starting up libvirt version: 9.0.0, package: "
+              "9.0.0-4+deb12u2 (Debian), qemu version: 9.0.1, kernel: 6.18.44, hostname: vm\n"
+              "msftl_thread start@@@@@@@@@\n"
+              "2026-11-26 18:42:09.357+0000: shutting down, reason=destroyed\n")
+    assert vm.emulator_output(first + second) == second
+    assert vm.emulator_output("no start line\n") == "no start line\n"

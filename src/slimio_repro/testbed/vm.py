@@ -502,11 +502,13 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         try:
             vm.destroy()
         finally:
+            _keep_emulator_output(vm_dir, records)
             shutil.rmtree(vm_dir, ignore_errors=True)
         raise
     _keep_console(vm_dir, records)
     with phases.phase("teardown"):
         vm.destroy()
+        _keep_emulator_output(vm_dir, records)
         shutil.rmtree(vm_dir, ignore_errors=True)
     prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
     # The guest timed its own phases; what else the guest run took (the code's copy, its
@@ -538,6 +540,30 @@ def _keep_console(vm_dir: Path, records: Path) -> None:
     console = vm_dir / "console.log"
     if console.exists():
         shutil.copyfile(console, records / "console.log")
+
+
+# Where libvirt writes a domain's QEMU command line and output (vagrant-libvirt names the
+# domain after the VM's directory and its machine, "default"), and how each start begins.
+QEMU_LOG_PATTERN = "/var/log/libvirt/qemu/{vm_dir_name}_default.log"
+QEMU_LOG_START = ": starting up libvirt version"
+# The cell's copy, in its raw directory's vm/.
+EMULATOR_LOG = "emulator.log"
+
+
+def emulator_output(log_text: str) -> str:
+    """The last start's part of a libvirt domain log (the log grows over every start of a
+    domain of that name): its command line and the emulator's own output (FEMU reports its
+    garbage collection there)."""
+    lines = log_text.splitlines(keepends=True)
+    starts = [i for i, line in enumerate(lines) if QEMU_LOG_START in line]
+    return "".join(lines[starts[-1]:] if starts else lines)
+
+
+def _keep_emulator_output(vm_dir: Path, records: Path) -> None:
+    log = Path(QEMU_LOG_PATTERN.format(vm_dir_name=vm_dir.name))
+    if log.exists():
+        (records / EMULATOR_LOG).write_text(
+            emulator_output(log.read_text(errors="replace")))
 
 
 def destroy_stale(directory: Path) -> None:
