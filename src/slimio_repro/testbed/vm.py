@@ -473,6 +473,8 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
                  "tools": provenance.vm_tools(), "box": box_record,
                  "utc_start": provenance.utc_now()}
     t_cell = time.monotonic()
+    domain_log = _emulator_log(vm_dir)
+    log_offset = domain_log.stat().st_size if domain_log.exists() else 0
     try:
         with phases.phase("boot"):
             vm.up()
@@ -502,13 +504,13 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         try:
             vm.destroy()
         finally:
-            _keep_emulator_output(vm_dir, records)
+            _keep_emulator_output(vm_dir, records, log_offset)
             shutil.rmtree(vm_dir, ignore_errors=True)
         raise
     _keep_console(vm_dir, records)
     with phases.phase("teardown"):
         vm.destroy()
-        _keep_emulator_output(vm_dir, records)
+        _keep_emulator_output(vm_dir, records, log_offset)
         shutil.rmtree(vm_dir, ignore_errors=True)
     prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
     # The guest timed its own phases; what else the guest run took (the code's copy, its
@@ -559,11 +561,19 @@ def emulator_output(log_text: str) -> str:
     return "".join(lines[starts[-1]:] if starts else lines)
 
 
-def _keep_emulator_output(vm_dir: Path, records: Path) -> None:
-    log = Path(QEMU_LOG_PATTERN.format(vm_dir_name=vm_dir.name))
-    if log.exists():
-        (records / EMULATOR_LOG).write_text(
-            emulator_output(log.read_text(errors="replace")))
+def _emulator_log(vm_dir: Path) -> Path:
+    return Path(QEMU_LOG_PATTERN.format(vm_dir_name=vm_dir.name))
+
+
+def _keep_emulator_output(vm_dir: Path, records: Path, offset: int) -> None:
+    """Keep what the domain log gained since ``offset`` (its size before the cell's boot),
+    from the last start on."""
+    log = _emulator_log(vm_dir)
+    if log.exists() and log.stat().st_size > offset:
+        with open(log, "rb") as fh:
+            fh.seek(offset)
+            text = fh.read().decode(errors="replace")
+        (records / EMULATOR_LOG).write_text(emulator_output(text))
 
 
 def destroy_stale(directory: Path) -> None:
