@@ -74,7 +74,7 @@ def test_redis_log_tells_the_discard_bound_from_a_snapshot_and_times_the_child()
 
 
 def test_redis_log_gives_the_time_a_slimio_child_waited_for_its_ring():
-    """A real SlimIO log (captured, builds since issue 18): the child's line says how long
+    """A real SlimIO log (captured from a build that times the wait): the child's line says how long
     it blocked on the ring; an older build's says nothing, and nothing is made up."""
     log = (FIXTURES / "redislog" / "slimio-bgsave-wait.log").read_text()
     (snap,) = redislog.snapshots(log)
@@ -85,7 +85,7 @@ def test_redis_log_gives_the_time_a_slimio_child_waited_for_its_ring():
 
 
 def test_redis_log_gives_a_slimio_childs_cpu_seconds():
-    """Real SlimIO logs (captured on bare, builds since issue 18's seventh stop): a BGSAVE to
+    """Real SlimIO logs (captured on bare from a build that reports its children's CPU): a BGSAVE to
     the device file, then one into the discard sink; each child's last line gives its CPU
     seconds, all its threads' and the serialising thread's. With slimio-sqpoll no (the
     project's configuration) the two children did about the same work; with the server's

@@ -165,7 +165,7 @@ def slot_roles(info: dict) -> dict:
 @device
 @pytest.mark.parametrize("then", ["shutdown", "kill", "write-kill"])
 def test_restart_after_generations_that_never_wrote(slim, then):
-    """Regression (issue 17): after a crash and a recovery, a rewrite that begins a new
+    """Regression: after a crash and a recovery, a rewrite that begins a new
     generation before the first one after the restart wrote anything, then fails; then a
     clean shutdown, a kill, or more writes and a kill. Two generations now begin at the same
     LBA and only the newest is listed: the next start refused the device ("the WAL ends in
@@ -371,8 +371,7 @@ def test_always_replies_wait_for_durability(slim, group_commit):
         # waited for the first (above: every latency at least the delay). Asserted on the
         # host only: the delay runs in the first batch's completion under the WAL's lock, so
         # a second batch goes beside it only if its SETs arrive within the device's latency;
-        # in the TCG guest they may not (two clean-clone CI runs this stop: 0 of 2 and 0 of 3
-        # batches beside another there).
+        # in the TCG guest they often do not.
         if batches >= 2 and DEVICE is None:
             assert overlapped >= 1, (overlapped, queue_us, batches)
     else:
@@ -696,7 +695,7 @@ def resp(*args: str) -> bytes:
 
 @pytest.mark.parametrize("second", ["kill", "shutdown"])
 def test_restart_after_a_recovery_cut_a_transaction_short(slim, tmp_path, second):
-    """Regression (issue 17, found by the crash campaign in 2 of 1000 iterations): a crash
+    """Regression (found by the crash campaign): a crash
     tore the last command of a MULTI/EXEC; the recovery truncated the generation at the last
     whole command (inside the transaction, which was never executed) and began the next
     generation there. The next start reverted the incomplete transaction, called that a torn
@@ -730,8 +729,8 @@ def test_restart_after_a_recovery_cut_a_transaction_short(slim, tmp_path, second
 @pytest.mark.parametrize("command", ["BGREWRITEAOF", "BGSAVE"])
 def test_snapshot_child_dies_with_its_parent(slim, command):
     """A snapshot child must not outlive its crashed parent: it would go on writing the
-    Reserve slot while the next server on the device writes its own snapshot there (issue 17:
-    the campaign checks it after every failpoint crash of the parent)."""
+    Reserve slot while the next server on the device writes its own snapshot there (the crash
+    campaign checks it after every failpoint crash of the parent)."""
     s = slim(policy="always")
     s.start(failpoints="snapshot.mid=delay:5000000")
     write_mixed(s.cli, 300)

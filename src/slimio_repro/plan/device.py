@@ -42,11 +42,9 @@ def load_device_profile(name_or_path: str) -> DeviceProfile:
         for key in ("reclaim_unit_size_mib", "reclaim_unit_handles", "reclaim_groups"):
             if not isinstance(profile.get(key), int) or profile[key] < 1:
                 raise ConfigError(f"{KEY}: {path}: FDP needs a positive integer {key}")
-    if profile["emulator"] == "femu":
-        _check_femu(path, profile)
     rel = str(path.relative_to(paths.REPO_ROOT)) if path.is_relative_to(paths.REPO_ROOT) \
         else str(path)
-    return DeviceProfile(
+    loaded = DeviceProfile(
         name=path.stem, path=rel, emulator=profile["emulator"],
         capacity_gib=profile["capacity_gib"], lba_size_bytes=profile["lba_size_bytes"],
         fdp=bool(profile["fdp"]), reclaim_unit_size_mib=profile.get("reclaim_unit_size_mib"),
@@ -54,25 +52,23 @@ def load_device_profile(name_or_path: str) -> DeviceProfile:
         reclaim_groups=profile.get("reclaim_groups"),
         description=profile.get("description", ""),
         femu_options=tuple(f"{k}={v}" for k, v in sorted(profile.get("femu", {}).items())))
+    if loaded.emulator == "femu":
+        _check_femu(path, loaded)
+    return loaded
 
 
-def _check_femu(path: Path, profile: dict) -> None:
+def _check_femu(path: Path, profile: DeviceProfile) -> None:
     """A FEMU profile's FDP keys must be what its FEMU options build (the artifact's FTL
     decides the geometry: DeviceProfile.femu_geometry), and the handles FEMU reports
     (stream_number) and uses (handle_number) must be the profile's."""
-    options = profile.get("femu") or {}
-    if options.get("femu_mode") != 6 or not profile["fdp"]:
+    options = profile.femu()
+    if options.get("femu_mode") != 6 or not profile.fdp:
         raise ConfigError(f"{KEY}: {path}: a FEMU profile here is the artifact's FDP FTL: "
                           "fdp: true and femu: {femu_mode: 6}")
-    draft = DeviceProfile(
-        name=path.stem, path=str(path), emulator="femu", capacity_gib=profile["capacity_gib"],
-        lba_size_bytes=profile["lba_size_bytes"], fdp=True, reclaim_unit_size_mib=None,
-        reclaim_unit_handles=None, reclaim_groups=None, description="",
-        femu_options=tuple(f"{k}={v}" for k, v in options.items()))
-    g = draft.femu_geometry()
+    g = profile.femu_geometry()
     built = {"reclaim_unit_size_mib": g["reclaim_unit_mib"],
              "reclaim_groups": g["reclaim_groups"], "reclaim_unit_handles": g["handles"]}
-    given = {k: profile.get(k) for k in built}
+    given = {k: getattr(profile, k) for k in built}
     if given != built or options.get("stream_number") != g["handles"]:
         raise ConfigError(
             f"{KEY}: {path}: its FEMU options build {built} ({g['dies']} dies of "
