@@ -113,6 +113,48 @@ def cmd_ftl(args) -> int:
     return 0
 
 
+def _vm_cell(args, config: dict, policy: str, device_profile: str | None = None):
+    """The plan of the config's vm testbed's slimio redis-benchmark cell under ``policy`` (its
+    VM and namespace, on ``device_profile`` if given) and the built box; ValueError when
+    the box is not built."""
+    overrides = {**(json.loads(args.set) if args.set else {}),
+                 "matrix": {"testbeds": ["vm"], "systems": ["slimio"],
+                            "workloads": ["redis-benchmark"], "policies": [policy],
+                            "repetitions": 1}}
+    if device_profile:
+        overrides["testbeds"] = planmod.merge(overrides.get("testbeds", {}),
+                                              {"vm": {"device_profile": device_profile}})
+    vm_config = planmod.load(args.configfile or [paths.CONFIG_DIR / "config.yaml"], overrides)
+    plan = planmod.make(vm_config).cell(f"vm-slimio-redis-benchmark-{policy}-r1")
+    box_file = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
+    if not box_file.is_file():
+        raise ValueError(f"{box_file} is not built: run `snakemake --cores all "
+                         f"{box_file.relative_to(paths.REPO_ROOT)}` first")
+    return plan, box_file
+
+
+def cmd_gc_check(args) -> int:
+    """Uniform random overwrites on the vm testbed's device: its GC against the FTL model and
+    Desnoyers' closed form (exit 1 when the model disagrees)."""
+    from .ftl import gccheck
+    from .testbed import vm
+    if args.compare:
+        raw = Path(args.compare)
+        summary = gccheck.compare(raw, args.model, raw / "vm" / vm.EMULATOR_LOG)
+    else:
+        config = _config(args)
+        profile = args.device_profile or config["testbeds"]["vm"]["device_profile"]
+        plan, box_file = _vm_cell(args, config, "periodical", profile)
+        out = Path(args.out) if args.out else (
+            paths.REPO_ROOT / config["results_dir"] / paths.GC_CHECK_DIR
+            / f"{profile}-u{args.utilization}-seed{args.seed}")
+        vm.run_overwrite(plan, out, box_file, args.utilization, args.warm_drive_writes,
+                         args.measure_drive_writes, args.seed)
+        summary = gccheck.compare(out, args.model, out / "vm" / vm.EMULATOR_LOG)
+    print(gccheck.render(summary), end="")
+    return 0 if summary["model_agrees"] else 1
+
+
 def cmd_claims(args) -> int:
     """Judge the paper's claims on a finished run and print the one-screen summary."""
     from . import claims
@@ -135,17 +177,7 @@ def cmd_crash_campaign(args) -> int:
     config = _config(args)
     vm_plan = box_file = None
     if args.testbed == "vm":
-        # The VM and namespace of the config's vm testbed, as a slimio cell would get them.
-        vm_config = planmod.load(args.configfile or [paths.CONFIG_DIR / "config.yaml"], {
-            **(json.loads(args.set) if args.set else {}),
-            "matrix": {"testbeds": ["vm"], "systems": ["slimio"],
-                       "workloads": ["redis-benchmark"], "policies": ["always"],
-                       "repetitions": 1}})
-        vm_plan = planmod.make(vm_config).cell("vm-slimio-redis-benchmark-always-r1")
-        box_file = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
-        if not box_file.is_file():
-            raise ValueError(f"{box_file} is not built: run `snakemake --cores all "
-                             f"{box_file.relative_to(paths.REPO_ROOT)}` first")
+        vm_plan, box_file = _vm_cell(args, config, "always")
     out = Path(args.out) if args.out else (
         paths.REPO_ROOT / config["results_dir"] / paths.CRASH_DIR
         / ("power-cut" if vm_plan else ""))
@@ -292,6 +324,24 @@ def main(argv: list[str] | None = None) -> int:
                    help="instead: check each trace against the FDP statistics and reclaim "
                    "unit status the device reported (exit 1 on a mismatch)")
     p.set_defaults(func=cmd_ftl)
+    p = with_config(sub.add_parser(
+        "gc-check", help="fill the vm testbed's device (FEMU) and overwrite it at random: its "
+        "GC against the FTL model replaying the same trace, and against Desnoyers' closed "
+        "form (exit 1 when the model disagrees by more than 2 %%)"))
+    p.add_argument("--device-profile", help="a femu/ profile (default: testbeds.vm."
+                   "device_profile), e.g. femu-fdp-gc")
+    p.add_argument("--utilization", type=float, default=0.6,
+                   help="share of the namespace holding live data (0.6)")
+    p.add_argument("--warm-drive-writes", type=float, default=1.0,
+                   help="random overwrites before the measured part, in capacities (1)")
+    p.add_argument("--measure-drive-writes", type=float, default=1.0,
+                   help="the measured part, in capacities (1)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--model", default="femu-fdp")
+    p.add_argument("--out", help="its records (default: RESULTS_DIR/gc-check/PROFILE-uU-seedS)")
+    p.add_argument("--compare", metavar="DIR", help="instead: compare again the records of "
+                   "an earlier run in DIR")
+    p.set_defaults(func=cmd_gc_check)
     p = with_config(sub.add_parser(
         "claims", help="judge the paper's claims on a finished run (results/claims/"
         "verdicts.*; with its motivation's records where make motivation wrote them there) "

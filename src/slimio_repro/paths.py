@@ -90,6 +90,9 @@ REPORT = "report.html"
 # The crash campaign's outputs (rule crash_campaign), relative to the results directory.
 CRASH_DIR = "crash"
 CRASH_SUMMARY = f"{CRASH_DIR}/summary.json"
+# slimio-repro gc-check's records, one directory per device profile, utilization and seed.
+GC_CHECK_DIR = "gc-check"
+
 
 @dataclass(frozen=True)
 class Paths:

@@ -11,12 +11,13 @@ is tested against, and :func:`check_device` the QEMU bookkeeping a real cell's F
 are checked against.
 """
 
+from . import gccheck
 from .model import (FEMU_COMMIT, FEMU_OP, MODELS, Counters, Device, Geometry, ModelError,
                     paper_geometry, policy)
 from .replay import CellDevice, check_device, render, replay_cells, replay_sequence, sweep
 from .trace import Ops, TraceError, deallocation_coverage, read
 
-__all__ = ["FEMU_COMMIT", "FEMU_OP", "MODELS", "CellDevice", "Counters", "Device", "Geometry",
+__all__ = ["FEMU_COMMIT", "gccheck", "FEMU_OP", "MODELS", "CellDevice", "Counters", "Device", "Geometry",
            "ModelError", "Ops", "TraceError", "check_device", "deallocation_coverage",
            "paper_geometry", "policy", "read", "render", "replay_cells", "replay_sequence",
            "sweep"]

@@ -1,7 +1,9 @@
 """``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM),
 ``python3 -m slimio_repro.guest motivation-cell --plan-json F --out DIR`` (a motivation
 cell, in its VM: :mod:`.motivation`), and
-``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand), and
+``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand),
+``python3 -m slimio_repro.guest overwrite --plan-json F --out DIR ...`` (uniform random
+overwrites of the namespace: :mod:`.overwrite`), and
 ``python3 -m slimio_repro.guest bench --plans-json F --rounds N --warmup N --out DIR`` (the
 bench's VM: :mod:`.bench`).
 
@@ -16,34 +18,42 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench, layout, motivation
+from . import bench, layout, motivation, overwrite
 from .cell import CellError, run
 from .cellplan import SYSTEMS, CellPlan
+from .fdp import FdpError
 from .provision import provision
+from .roofline import RooflineError
 from .vmstorage import GuestError
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="slimio_repro.guest")
     sub = ap.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("run-cell", help="run one cell from its plan")
-    p.add_argument("--plan-json", required=True, help="the cell's plan (CellPlan as JSON)")
-    p.add_argument("--out", required=True, help="the cell's raw directory (must not exist)")
-    p.add_argument("--expect-box-id", help="vm cell: the box the host booted (its inputs "
-                   "hash); the cell refuses a guest that is another box")
-    p.add_argument("--expect-kernel", help="vm cell: the kernel the box was built with")
-    mc = sub.add_parser("motivation-cell", help="run one motivation cell (the paper's §3.1 "
-                        "scenarios on one system) from its plan")
-    mc.add_argument("--plan-json", required=True, help="the cell's plan (with motivation)")
-    mc.add_argument("--out", required=True, help="the cell's raw directory (must not exist)")
-    mc.add_argument("--expect-box-id", help="the box the host booted (its inputs hash)")
-    mc.add_argument("--expect-kernel", help="the kernel the box was built with")
+    for name, helptext in (
+            ("run-cell", "run one cell from its plan"),
+            ("motivation-cell", "run one motivation cell (the paper's §3.1 scenarios on one "
+                                "system) from its plan (with motivation)"),
+            ("overwrite", "uniform random overwrites of the namespace under its trace "
+                          "(slimio-repro gc-check; the plan's testbeds.vm)")):
+        p = sub.add_parser(name, help=helptext)
+        p.add_argument("--plan-json", required=True, help="the cell's plan (CellPlan as JSON)")
+        p.add_argument("--out", required=True, help="its raw directory (must not exist)")
+        p.add_argument("--expect-box-id", help="vm: the box the host booted (its inputs "
+                       "hash); refused in a guest that is another box")
+        p.add_argument("--expect-kernel", help="vm: the kernel the box was built with")
+        if name == "overwrite":
+            o = p
     q = sub.add_parser("provision", help="check a testbed VM and prepare its namespace for a "
                        "system, as a vm cell does first (for a VM made by hand)")
     q.add_argument("--plan-json", required=True, help="a cell's plan (its testbeds.vm and "
                    "device profile are used)")
     q.add_argument("--system", choices=SYSTEMS,
                    help="the system to prepare for (default: the plan's)")
+    o.add_argument("--utilization", type=float, required=True)
+    o.add_argument("--warm-drive-writes", type=float, required=True)
+    o.add_argument("--measure-drive-writes", type=float, required=True)
+    o.add_argument("--seed", type=int, required=True)
     b = sub.add_parser("bench", help="the bench's runs (slimio-repro bench --testbed vm)")
     b.add_argument("--plans-json", required=True, help="a JSON list of cell plans, one per "
                    "system and policy")
@@ -67,13 +77,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     plan = CellPlan.from_json(Path(args.plan_json).read_text())
     try:
-        if args.command == "provision":
+        if args.command == "overwrite":
+            print(json.dumps(overwrite.run(
+                plan, Path(args.out), args.utilization, args.warm_drive_writes,
+                args.measure_drive_writes, args.seed, expect_box_id=args.expect_box_id,
+                expect_kernel=args.expect_kernel), indent=2))
+        elif args.command == "provision":
             print(json.dumps(provision(plan.vm, args.system or plan.cell.system), indent=2))
         elif args.command == "motivation-cell":
             print(motivation.run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
         else:
             print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
-    except (CellError, GuestError) as exc:
+    except (CellError, GuestError, RooflineError, FdpError, ValueError) as exc:
         print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
         return 2
     return 0

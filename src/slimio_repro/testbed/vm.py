@@ -449,6 +449,48 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     motivation cell (``plan.motivation``) runs its scenarios (guest.motivation) instead of
     the matrix's workload."""
     command = "motivation-cell" if plan.motivation is not None else "run-cell"
+    box_record = json.loads(box_file.with_suffix(".json").read_text())
+    s = run_in_vm(plan, out_dir, box_file,
+                  f"{command} --expect-box-id {box_record['inputs_sha256']} "
+                  f"--expect-kernel {box_record['guest_kernel']}",
+                  timeout=plan.workload.timeout_s * 3)
+    partial, phases, host_prov, the_spec = s["partial"], s["phases"], s["host"], s["spec"]
+    records, profile = partial / "vm", plan.vm.device
+    prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
+    # The guest timed its own phases; what else the guest run took (the code's copy, its
+    # Python's start, reading the plan) is guest_overhead.
+    guest_phases = prov.get("phases_s", {})
+    phases.add("guest_overhead", max(0.0, s["guest_s"] - sum(guest_phases.values())))
+    for name, seconds in guest_phases.items():  # the guest's teardown adds to the host's
+        phases.add(name, seconds)
+    prov["phases_s"] = phases.as_dict()
+    prov["cell_total_s"] = round(time.monotonic() - s["t_start"], 3)
+    host_prov["utc_end"] = provenance.utc_now()
+    host_prov["phases_s"] = prov["phases_s"]
+    host_prov["cell_total_s"] = prov["cell_total_s"]
+    (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
+    prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
+    prov["vm"] = {"host": host_prov["host"], "node": host_prov["node"],
+                  "tools": host_prov["tools"],
+                  "box": host_prov["box"],
+                  "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
+                  "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
+                  "device_profile": profile.as_dict(),
+                  "qemu_device_args": the_spec["qemu_args"]}
+    (partial / layout.RAW_PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
+    partial.rename(out_dir.resolve())
+    return out_dir.resolve()
+
+
+def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
+              timeout: float) -> dict:
+    """Boot ``plan``'s VM (a blank namespace), run ``python3 -m slimio_repro.guest
+    GUEST_ARGS --plan-json PLAN --out DIR`` in it, copy DIR back into ``out_dir``'s
+    ``.partial`` sibling (with the VM's own records in its ``vm/``: vagrant.log, vm.json,
+    console.log, emulator.log), and destroy the VM by any path out. The caller renames the
+    partial directory when it has finished it. Returns ``partial``, the host's ``phases``
+    (boot, copy_back, teardown), ``guest_s`` (the guest command's seconds), ``t_start``
+    (monotonic), the ``host`` provenance and the VM ``spec``."""
     out_dir, box_file = out_dir.resolve(), box_file.resolve()
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
@@ -484,12 +526,11 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         # provisions itself (guest.provision) after checking that it is the box that was
         # booted, then runs the cell.
         proc = guest_python(
-            vm, f"{command} --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} --out {guest_raw} "
-                f"--expect-box-id {box_record['inputs_sha256']} "
-                f"--expect-kernel {box_record['guest_kernel']}",
+            vm, f"{guest_args} --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} "
+                f"--out {guest_raw}",
             {layout.RAW_PLAN: guest_plan(plan).to_json().encode()},
-            timeout=plan.workload.timeout_s * 3, clear=[guest_raw, f"{guest_raw}.partial"])
-        (records / f"guest-{command}.log").write_bytes(proc.stdout)
+            timeout=timeout, clear=[guest_raw, f"{guest_raw}.partial"])
+        (records / f"guest-{guest_args.split()[0]}.log").write_bytes(proc.stdout)
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
             raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")
@@ -512,30 +553,34 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
         vm.destroy()
         _keep_emulator_output(vm_dir, records, log_offset)
         shutil.rmtree(vm_dir, ignore_errors=True)
-    prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
-    # The guest timed its own phases; what else the guest run took (the code's copy, its
-    # Python's start, reading the plan) is guest_overhead.
-    guest_phases = prov.get("phases_s", {})
-    phases.add("guest_overhead", max(0.0, guest_cell_s - sum(guest_phases.values())))
-    for name, seconds in guest_phases.items():  # the guest's teardown adds to the host's
-        phases.add(name, seconds)
-    prov["phases_s"] = phases.as_dict()
-    prov["cell_total_s"] = round(time.monotonic() - t_cell, 3)
-    host_prov["utc_end"] = provenance.utc_now()
-    host_prov["phases_s"] = prov["phases_s"]
-    host_prov["cell_total_s"] = prov["cell_total_s"]
-    (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
-    prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
-    prov["vm"] = {"host": host_prov["host"], "node": host_prov["node"],
-                  "tools": host_prov["tools"],
-                  "box": host_prov["box"],
-                  "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
-                  "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
-                  "device_profile": profile.as_dict(),
-                  "qemu_device_args": the_spec["qemu_args"]}
-    (partial / layout.RAW_PROVENANCE).write_text(json.dumps(prov, indent=2) + "\n")
-    partial.rename(out_dir)
-    return out_dir
+    return {"partial": partial, "phases": phases, "guest_s": guest_cell_s,
+            "t_start": t_cell, "host": host_prov, "spec": the_spec}
+
+
+def run_overwrite(plan: CellPlan, out_dir: Path, box_file: Path, utilization: float,
+                  warm_drive_writes: float, measure_drive_writes: float, seed: int) -> Path:
+    """``slimio-repro gc-check``'s run: uniform random overwrites of ``plan``'s blank
+    namespace in its own VM (:mod:`slimio_repro.guest.overwrite`), its records (trace, FDP
+    statistics per phase, the emulator's output) in ``out_dir``."""
+    box_record = json.loads(box_file.with_suffix(".json").read_text())
+    written = utilization + warm_drive_writes + measure_drive_writes
+    s = run_in_vm(
+        plan, out_dir, box_file,
+        f"overwrite --utilization {utilization} --warm-drive-writes {warm_drive_writes} "
+        f"--measure-drive-writes {measure_drive_writes} --seed {seed} "
+        f"--expect-box-id {box_record['inputs_sha256']} "
+        f"--expect-kernel {box_record['guest_kernel']}",
+        # Generous: under TCG FEMU takes 20-30 MB/s of 4 KiB random writes.
+        timeout=600 + 300 * written * plan.vm.device.capacity_gib)
+    partial = s["partial"]
+    host = {**s["host"], "utc_end": provenance.utc_now(), "phases_s": s["phases"].as_dict(),
+            "guest_s": round(s["guest_s"], 3),
+            "total_s": round(time.monotonic() - s["t_start"], 3),
+            "accel": s["spec"]["accel"], "emulator_path": s["spec"]["emulator_path"],
+            "qemu_device_args": s["spec"]["qemu_args"]}
+    (partial / "vm" / "host-provenance.json").write_text(json.dumps(host, indent=2) + "\n")
+    partial.rename(out_dir.resolve())
+    return out_dir.resolve()
 
 
 def _keep_console(vm_dir: Path, records: Path) -> None:
