@@ -66,7 +66,7 @@ def test_a_slimio_cell_runs_on_the_artifacts_femu(tmp_path):
 
     raw = results / "raw" / CELL
     # FEMU's own output (its FTL thread, later its GC lines) is kept with the cell.
-    emulator = (raw / "vm" / vm.EMULATOR_LOG).read_text()
+    emulator = (raw / layout.RAW_EMULATOR_LOG).read_text()
     assert "femu_mode=6" in emulator and "msftl_thread start" in emulator
     assert emulator.count(vm.QEMU_LOG_START) == 1
     found = json.loads((raw / layout.RAW_SLIMIO_DEVICE).read_text())

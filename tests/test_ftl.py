@@ -253,11 +253,13 @@ def test_ftl_table_and_table3_column_from_a_real_sequence(tmp_path):
     f.write_text(json.dumps(seq))
     cells, sequences = tables.load_ftl([f])
     assert cells.waf_modelled.tolist() == [1.0]
+    # The cell's record has QEMU's device WAF (1.00: it collects no garbage).
     cells = cells.assign(testbed="vm", system="baseline", workload="redis-benchmark",
-                         policy="periodical")
+                         policy="periodical", waf=1.0)
     tables.write_ftl(cells, sequences, tmp_path)
     md = (tmp_path / "ftl_waf.md").read_text()
-    assert "| Periodical-Log | Baseline | vm | 1 | 1.000 | 1.000 |" in md
+    assert "| Periodical-Log | Baseline | vm | 1 | 1.000 | 1.000 | 1.000 |" in md
+    assert "The device (QEMU) reports 1.00" in md
     assert "usage exactly in 1 of 1 cells, its media bytes written (QEMU's order-dependent " \
         "padding) in 1" in md and "femu-fdp" in md
     assert "| Periodical-Log | Baseline | 1.14 |" in md  # the paper's, for comparison
@@ -397,3 +399,26 @@ def test_the_ftl_command(capsys, tmp_path):
     assert "unknown FTL model 'fifo'" in capsys.readouterr().err
     assert main(["ftl", str(tmp_path)]) == 2
     assert "only vm cells record the device trace" in capsys.readouterr().err
+
+
+def test_cells_of_a_device_in_ram_replay_each_on_a_fresh_device():
+    """FEMU's device lives in its emulator's RAM: each of its cells started blank, and the
+    model replays it so (the sequence adds the cells up); a QEMU cell's file-backed namespace
+    is the paper's un-reformatted device, replayed in order on one device."""
+    one = ftl.replay_cells([SLIMIO])
+    fresh = ftl.replay_cells([SLIMIO, SLIMIO], fresh_per_cell=True)
+    aged = ftl.replay_cells([SLIMIO, SLIMIO])
+    assert ftl.CellDevice.load(SLIMIO).emulator == "qemu"
+    assert aged["fresh_device_per_cell"] is False and fresh["fresh_device_per_cell"] is True
+    keys = ("host_pages", "gc_pages", "erases", "dealloc_pages", "dealloc_unmapped_pages")
+    for row in fresh["cells"]:
+        assert {k: row[k] for k in keys} == {k: one["cells"][0][k] for k in keys}
+    assert fresh["sequence"]["host_pages"] == 2 * one["sequence"]["host_pages"]
+    assert fresh["sequence"]["gc_pages_per_handle"] == \
+        [2 * x for x in one["sequence"]["gc_pages_per_handle"]]
+    # On one device the second cell finds the first one's data: its deallocations unmap
+    # pages that were mapped, and the fresh device's do not all.
+    assert aged["cells"][1]["dealloc_unmapped_pages"] != fresh["cells"][1]["dealloc_unmapped_pages"] \
+        or aged["cells"][1]["free_units_after"] != fresh["cells"][1]["free_units_after"]
+    # QEMU's FDP statistics: no GC, only its padding of a reclaim unit left at a switch.
+    assert one["cells"][0]["device"]["waf"] == pytest.approx(1.0, abs=0.01)

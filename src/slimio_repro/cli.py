@@ -10,7 +10,7 @@ from pathlib import Path
 from . import paths
 from . import plan as planmod
 from .build import redis as build, sources
-from .guest import Cell, CellError, slimio
+from .guest import Cell, CellError, layout, slimio
 
 
 def _config(args) -> dict:
@@ -140,7 +140,7 @@ def cmd_gc_check(args) -> int:
     from .testbed import vm
     if args.compare:
         raw = Path(args.compare)
-        summary = gccheck.compare(raw, args.model, raw / "vm" / vm.EMULATOR_LOG)
+        summary = gccheck.compare(raw, args.model, raw / layout.RAW_EMULATOR_LOG)
     else:
         config = _config(args)
         profile = args.device_profile or config["testbeds"]["vm"]["device_profile"]
@@ -150,7 +150,7 @@ def cmd_gc_check(args) -> int:
             / f"{profile}-u{args.utilization}-seed{args.seed}")
         vm.run_overwrite(plan, out, box_file, args.utilization, args.warm_drive_writes,
                          args.measure_drive_writes, args.seed)
-        summary = gccheck.compare(out, args.model, out / "vm" / vm.EMULATOR_LOG)
+        summary = gccheck.compare(out, args.model, out / layout.RAW_EMULATOR_LOG)
     print(gccheck.render(summary), end="")
     return 0 if summary["model_agrees"] else 1
 

@@ -47,7 +47,7 @@ TABLE5_COLUMNS = [
 EXTRA_COLUMNS = ["wal_snapshot_time_s", "on_demand_snapshot_time_s", "wal_snapshot_count",
                  "server_set_p999_ms", "device_write_bytes_total", "recovery_bytes",
                  "slimio_recovery_time_s", "slimio_recovery_mb_s", "fdp_host_bytes_written",
-                 "fdp_media_bytes_written", "fdp_media_bytes_erased"]
+                 "fdp_media_bytes_written", "fdp_media_bytes_erased", "device_gc_rounds"]
 TABLE4_EXTRA_COLUMNS = ["wal_snapshot_time_s", "wal_snapshot_count", "server_set_p999_ms",
                         "server_get_p999_ms", "set_p99_ms", "get_p99_ms", "load_rps",
                         "load_duration_s", "workload_duration_s", "device_write_bytes_total",
@@ -635,7 +635,7 @@ def load_ftl(files: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
         page = seq["geometry"]["page_bytes"]
         written = 0
         for r in seq["cells"]:
-            written += r["host_bytes"]
+            written = r["host_bytes"] + (0 if seq.get("fresh_device_per_cell") else written)
             rows.append({"cell_id": r["cell"], "waf_modelled": r["waf"],
                          "waf_modelled_placement_ignored": ignored[r["cell"]]["waf"],
                          "ftl_host_bytes": r["host_bytes"],
@@ -709,6 +709,7 @@ def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
 
 
 FTL_COLUMNS = [
+    ("waf", "Device WAF per cell (its FDP statistics)", 3),
     ("waf_modelled", "WAF per cell, placement honoured", 3),
     ("waf_modelled_placement_ignored", "WAF per cell, placement ignored", 3),
     ("ftl_gc_gib", "GC copies per cell (GiB)", 3),
@@ -728,16 +729,23 @@ def ftl_notes(sequences: list[dict]) -> list[str]:
     if not sequences:
         return ["No vm cell in this run: the FTL model replays the NVMe traces of vm cells."]
     g, seq = sequences[0]["geometry"], sequences[0]
+    device = (f"{g['user_bytes'] / 2**30:.2f} GiB user, {g['physical_units']} reclaim units of "
+              f"{g['ru_bytes'] >> 20} MiB, {g['handles']} handles, over-provisioning "
+              f"{g['op']:.3f}")
+    femu = seq.get("emulator") == "femu"
     notes = [
-        f"Modelled: the FTL model {seq['model']} ({seq['model_source']}) replays each "
-        "system's repetitions in order on one device that is never reformatted (as the "
-        "paper's five repetitions ran on one FEMU device), at the cells' own device: "
-        f"{g['user_bytes'] / 2**30:.2f} GiB user, {g['physical_units']} reclaim units of "
-        f"{g['ru_bytes'] >> 20} MiB, {g['handles']} handles, over-provisioning "
-        f"{g['op']:.3f}. Repetition k's WAF is measured on the device aged by repetitions "
-        "1..k-1. Placement ignored = the same traces with every write on one handle.",
-        "WAF = (host + GC-copied pages) / host pages. The device (QEMU) reports 1.00: it "
-        "collects no garbage.",
+        (f"Modelled: the FTL model {seq['model']} ({seq['model_source']}) replays each cell's "
+         f"trace on a fresh device, as FEMU ran it (its device lives in the emulator's RAM), "
+         f"at the cells' own device: {device}." if seq.get("fresh_device_per_cell") else
+         f"Modelled: the FTL model {seq['model']} ({seq['model_source']}) replays each "
+         "system's repetitions in order on one device that is never reformatted (as the "
+         "paper's five repetitions ran on one FEMU device), at the cells' own device: "
+         f"{device}. Repetition k's WAF is measured on the device aged by repetitions "
+         "1..k-1.") + " Placement ignored = the same traces with every write on one handle.",
+        "WAF = (host + GC-copied pages) / host pages. "
+        + ("The device WAF is FEMU's own count (its FDP statistics: media / host bytes "
+           "written over the cell, femu/patches/0004)." if femu else
+           "The device (QEMU) reports 1.00: it collects no garbage."),
         "Total write amplification (redis-benchmark cells): application bytes = SETs x (key "
         "+ value size); host bytes = everything the namespace received during the cell (the "
         "trace: the database, its file system or SlimIO's format, recovery); flash bytes = "
@@ -747,6 +755,16 @@ def ftl_notes(sequences: list[dict]) -> list[str]:
         c0 = q["cells"][0]["cell"].rsplit("-r", 1)[0]
         s, i = q["sequence"], q["placement_ignored"]["sequence"]
         checks = q.get("device_checks", [])
+        if q.get("emulator") == "femu":
+            pairs = [(r["waf"], (r.get("device") or {}).get("waf")) for r in q["cells"]]
+            diffs = [m / d - 1 for m, d in pairs if m is not None and d]
+            notes.append(
+                f"{c0}: model vs FEMU per cell: WAF " + ", ".join(
+                    f"{_waf_text(m)} / {_waf_text(d)}" for m, d in pairs)
+                + (f" (largest difference {max(diffs, key=abs):+.2%})" if diffs else "")
+                + f"; the trace gives FEMU's host bytes written exactly in "
+                f"{sum(1 for c in checks if c.get('host_bytes_ok'))} of {len(checks)} cells")
+            continue
         ok = sum(1 for c in checks if c.get("host_bytes_ok") and c.get("ru_usage_ok"))
         exact = sum(1 for c in checks if c.get("media_bytes_exact"))
         notes.append(f"{c0}: sequence WAF {_waf_text(s['waf'])} (placement ignored "

@@ -62,9 +62,10 @@ REQUIREMENTS = {
         "waf_modelled judges it instead"),
     "device_aged": (
         lambda cells: "ftl_drive_writes" in cells and cells["ftl_drive_writes"].max() >= 1.0,
-        "the modelled device was written over {drive_writes} times by these cells' sequences; "
-        "garbage collection needs at least one full drive write (the gc or paper profile), so "
-        "a fresh device's WAF of 1.00 judges nothing"),
+        "the device was written over {drive_writes} times by these cells' sequences (their "
+        "traces, replayed by the FTL stage); garbage collection needs at least one full drive "
+        "write (the gc, gc-femu or paper profile), so a fresh device's WAF of 1.00 judges "
+        "nothing"),
 }
 
 

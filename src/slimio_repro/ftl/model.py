@@ -174,6 +174,21 @@ class Counters:
     gc_pages_per_handle: list = dataclasses.field(default_factory=list)
     erases_per_handle: list = dataclasses.field(default_factory=list)
 
+    def __add__(self, other: "Counters") -> "Counters":
+        """Two replays' counters together (``min_free_units``: the lower)."""
+        out = Counters(**{f.name: getattr(self, f.name) + getattr(other, f.name)
+                          for f in dataclasses.fields(Counters)
+                          if not f.name.endswith("_per_handle") and f.name != "min_free_units"})
+        out.min_free_units = (min(self.min_free_units, other.min_free_units)
+                              if self.host_pages and other.host_pages
+                              else self.min_free_units or other.min_free_units)
+        for name in ("host_pages_per_handle", "gc_pages_per_handle", "erases_per_handle"):
+            a, b = getattr(self, name), getattr(other, name)
+            n = max(len(a), len(b))
+            setattr(out, name, [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0)
+                                for i in range(n)])
+        return out
+
     @property
     def waf(self) -> float | None:
         """(host + GC-copied pages) / host pages; None when nothing was written."""

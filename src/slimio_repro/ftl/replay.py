@@ -1,6 +1,7 @@
 """Replaying cells: the geometry a cell's own device had, one cell or a system's repetitions
-in order on one un-reformatted modelled device, and the check of a trace against what the
-real (QEMU) device reported.
+in order on one un-reformatted modelled device (each on a fresh one where the device was
+FEMU's, whose device lives in its RAM), and the check of a trace against what the device
+reported.
 
 A cell's raw directory (``results/raw/<cell>/``) holds what this needs: ``plan.json`` (the
 device profile: capacity, LBA size, reclaim unit size, handles), ``nvme-trace.txt.gz``,
@@ -18,7 +19,7 @@ import numpy as np
 
 from . import engine as e
 from . import trace as tr
-from .model import FEMU_OP, Device, Geometry, ModelError, policy
+from .model import FEMU_OP, Counters, Device, Geometry, ModelError, policy
 
 TRACE = "nvme-trace.txt.gz"
 TRACE_STATS = "nvme-trace-stats.json"
@@ -39,6 +40,9 @@ class CellDevice:
     ru_bytes: int
     handles: int
     block_dev: str
+    # The emulator the device was (qemu, femu): FEMU's device lives in its RAM, so each of
+    # its cells started on a fresh device.
+    emulator: str = "qemu"
 
     @staticmethod
     def load(raw_dir: str | Path) -> "CellDevice":
@@ -60,7 +64,8 @@ class CellDevice:
                           capacity_bytes=int(dev["capacity_gib"]) << 30,
                           lba_bytes=int(dev["lba_size_bytes"]),
                           ru_bytes=int(dev["reclaim_unit_size_mib"]) << 20,
-                          handles=int(dev["reclaim_unit_handles"]), block_dev=block_dev)
+                          handles=int(dev["reclaim_unit_handles"]), block_dev=block_dev,
+                          emulator=dev.get("emulator", "qemu"))
 
     def ops(self) -> tr.Ops:
         return tr.read(self.raw_dir / TRACE, self.lba_bytes, block_dev=self.block_dev)
@@ -93,6 +98,11 @@ def check_device(cell: CellDevice, ops: tr.Ops | None = None) -> dict:
         return out
     out["device_host_bytes"] = after["hbmw"] - before["hbmw"]
     out["host_bytes_ok"] = out["device_host_bytes"] == out["trace_write_bytes"]
+    if cell.emulator == "femu":
+        out["ru_usage_ok"] = None
+        out["why"] = ("FEMU: its media bytes and reclaim units are its FTL's, with garbage "
+                      "collection (the model's replay is compared with them)")
+        return out
     runs = cell.ru_bytes // cell.lba_bytes
     writes = (ops.cmd == tr.CMD_WRITE) | (ops.cmd == tr.CMD_WRITE_ZEROES)
     handle = np.where((ops.dtype == 2) & (ops.dspec < cell.handles), ops.dspec, 0)
@@ -126,39 +136,60 @@ def check_device(cell: CellDevice, ops: tr.Ops | None = None) -> dict:
 
 
 def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
-                 ops: list[tr.Ops] | None = None, **overrides) -> dict:
+                 ops: list[tr.Ops] | None = None, fresh_per_cell: bool | None = None,
+                 **overrides) -> dict:
     """Replay cells in the order given on one modelled device that is never reformatted
     (the repetitions of a system on one device, as the paper ran them): the first cell's
     own device, with :class:`Geometry` fields in ``overrides`` (``op``, ``placement``,
-    ``ru_bytes``, ...) changed. Returns per cell and for the whole sequence: WAF, host and
-    GC-copied bytes, erases, and each per handle. ``ops``: the cells' traces, already read."""
+    ``ru_bytes``, ...) changed. ``fresh_per_cell``: each cell on a fresh device instead, as
+    FEMU's cells ran (the default where every cell's device was FEMU's). Returns per cell
+    and for the whole sequence: WAF, host and GC-copied bytes, erases, and each per handle,
+    and per cell the device's own FDP statistics where it has them. ``ops``: the cells'
+    traces, already read."""
     cells = [CellDevice.load(d) for d in raw_dirs]
     if not cells:
         raise ModelError("no cells to replay")
+    if fresh_per_cell is None:
+        fresh_per_cell = all(c.emulator == "femu" for c in cells)
     pol = policy(model)
     g = replace(cells[0].geometry(), **overrides)
     # A smaller modelled device than the namespace is allowed: the replay stops with an
     # error naming the first command beyond it.
     dev = Device(g, pol)
-    rows = []
+    rows, total = [], Counters()
     for i, c in enumerate(cells):
+        if fresh_per_cell and i:
+            dev = Device(g, pol)
         ops_i = c.ops() if ops is None else ops[i]
         cover = tr.deallocation_coverage(ops_i)
         counters = dev.replay(ops_i)
+        total = total + counters
         row = {"cell": c.cell, **counters.as_dict(g.page_bytes),
                "free_units_after": dev.free_units(), "valid_pages_after": dev.valid_pages(),
-               "deallocations": cover, "trace_stats": ops_i.stats}
+               "deallocations": cover, "trace_stats": ops_i.stats,
+               "device": _device_waf(c)}
         rows.append(row)
-    total = dev.counters()
     return {
         "model": pol.name, "model_source": pol.source,
         "geometry": {"user_bytes": g.user_bytes, "op": g.op, "page_bytes": g.page_bytes,
                      "ru_bytes": g.ru_bytes, "handles": g.handles, "placement": g.placement,
                      "physical_units": g.physical_units, "pages_per_unit": g.pages_per_unit},
+        "emulator": cells[0].emulator,
+        "fresh_device_per_cell": fresh_per_cell,
         "cells": rows,
         "sequence": {**total.as_dict(g.page_bytes),
                      "drive_writes": total.host_pages / g.user_pages},
     }
+
+
+def _device_waf(cell: CellDevice) -> dict | None:
+    """The cell's device's own count (FDP statistics, after - before): host and media bytes
+    written and their WAF; None without statistics."""
+    before, after = _stats(cell.raw_dir / STATS_BEFORE), _stats(cell.raw_dir / STATS_AFTER)
+    if before is None or after is None:
+        return None
+    host, media = after["hbmw"] - before["hbmw"], after["mbmw"] - before["mbmw"]
+    return {"host_bytes": host, "media_bytes": media, "waf": media / host if host else None}
 
 
 # What-if values around a sequence's own device: reclaim unit sizes (x the cell's),
@@ -169,13 +200,13 @@ SWEEP_HANDLES = (1, 2, 4, 8)
 
 
 def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp",
-          base_results: dict | None = None) -> list[dict]:
+          base_results: dict | None = None, fresh_per_cell: bool = False) -> list[dict]:
     """The sequence's WAF when one parameter of its device changes at a time (reclaim unit
     size, over-provisioning, handles, and whether the device learns of deallocations),
     placement honoured and ignored. A value that makes no valid device (too few units for
     the handles) is kept with its error. ``base_results`` maps placement (True/False) to a
     :func:`replay_cells` result at the cells' own device, reused for the points that are
-    that device."""
+    that device. ``fresh_per_cell``: each cell on a fresh device (FEMU's cells)."""
     base = cells[0].geometry()
     base_results = base_results or {}
     points = []
@@ -200,17 +231,19 @@ def sweep(cells: list[CellDevice], ops: list[tr.Ops], model: str = "femu-fdp",
                 try:
                     if name == "deallocations":
                         g = replace(base, placement=placement)
-                        dev = Device(g, model, deallocations=bool(value))
+                        kwargs = {"deallocations": bool(value)}
                     else:
                         g = replace(base, placement=placement, **{name: value})
-                        dev = Device(g, model)
-                    for o in ops:
-                        dev.replay(o)
+                        kwargs = {}
+                    dev, c = Device(g, model, **kwargs), Counters()
+                    for i, o in enumerate(ops):
+                        if fresh_per_cell and i:
+                            dev = Device(g, model, **kwargs)
+                        c = c + dev.replay(o)
                 except ModelError as exc:
                     point["error"] = str(exc)
                     points.append(point)
                     continue
-                c = dev.counters()
                 point.update(waf=c.waf, host_pages=c.host_pages, gc_pages=c.gc_pages,
                              erases=c.erases, physical_units=g.physical_units,
                              drive_writes=c.host_pages / g.user_pages)
@@ -229,8 +262,8 @@ def replay_sequence(raw_dirs: list[str | Path], model: str = "femu-fdp",
     out = replay_cells(raw_dirs, model, ops=ops)
     out["placement_ignored"] = replay_cells(raw_dirs, model, ops=ops, placement=False)
     out["device_checks"] = [check_device(c, o) for c, o in zip(cells, ops)]
-    out["sweep"] = sweep(cells, ops, model, {True: out, False: out["placement_ignored"]}) \
-        if with_sweep else []
+    out["sweep"] = sweep(cells, ops, model, {True: out, False: out["placement_ignored"]},
+                         out["fresh_device_per_cell"]) if with_sweep else []
     return out
 
 
@@ -241,12 +274,17 @@ def render(result: dict) -> str:
              f"device: {g['user_bytes'] / 2**30:.2f} GiB user, over-provisioning "
              f"{g['op']:.3f}, {g['physical_units']} reclaim units of {g['ru_bytes'] >> 20} MiB, "
              f"{g['handles']} handles, placement {'honoured' if g['placement'] else 'ignored'}",
-             f"{'cell':<48} {'host GiB':>9} {'GC GiB':>8} {'WAF':>6} {'erases':>6} "
-             f"{'dealloc GiB':>11}  GC pages per handle"]
+             f"{'cell':<48} {'host GiB':>9} {'GC GiB':>8} {'WAF':>6} {'device':>6} "
+             f"{'erases':>6} {'dealloc GiB':>11}  GC pages per handle"]
+    if result.get("fresh_device_per_cell"):
+        lines.insert(2, "each cell on a fresh device (its emulator's, "
+                     f"{result.get('emulator')}, lives in RAM)")
     for r in result["cells"]:
         waf = "n/a" if r["waf"] is None else f"{r['waf']:.3f}"
+        device = (r.get("device") or {}).get("waf")
+        device = "n/a" if device is None else f"{device:.3f}"
         lines.append(f"{r['cell']:<48} {r['host_bytes'] / 2**30:>9.3f} "
-                     f"{r['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} "
+                     f"{r['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} {device:>6} "
                      f"{r['erases']:>6} {r['dealloc_pages'] * g['page_bytes'] / 2**30:>11.3f}  "
                      f"{r['gc_pages_per_handle']}")
         if not r["deallocations"]["ranges_known"]:
@@ -255,7 +293,8 @@ def render(result: dict) -> str:
     s = result["sequence"]
     waf = "n/a" if s["waf"] is None else f"{s['waf']:.3f}"
     lines.append(f"{'sequence':<48} {s['host_bytes'] / 2**30:>9.3f} "
-                 f"{s['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} {s['erases']:>6} "
+                 f"{s['gc_pages'] * g['page_bytes'] / 2**30:>8.3f} {waf:>6} {'':>6} "
+                 f"{s['erases']:>6} "
                  f"{s['dealloc_pages'] * g['page_bytes'] / 2**30:>11.3f}  "
                  f"({s['drive_writes']:.2f} drive writes)")
     return "\n".join(lines)

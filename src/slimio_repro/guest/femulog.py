@@ -1,5 +1,5 @@
 """What the artifact's FEMU prints about its garbage collection, read on the host (a vm cell
-keeps the emulator's output in ``vm/emulator.log``, :data:`slimio_repro.testbed.vm.EMULATOR_LOG`).
+keeps the emulator's output in :data:`.layout.RAW_EMULATOR_LOG`).
 
 Each round of ``do_gc`` (``hw/femu/fdp/fdpftl.c`` at ConfFDP ``a225af2a4``, line 1223)
 prints, before it copies the victim's valid pages::

@@ -75,3 +75,6 @@ RAW_NVME_ID_NS = "nvme-id-ns.json"
 RAW_PROVISION = "provision.json"
 RAW_TRACE = "nvme-trace.txt.gz"
 RAW_TRACE_STATS = "nvme-trace-stats.json"
+# vm testbed, written by the host: the emulator's own output during the cell (the libvirt
+# domain log's part since its boot; FEMU prints a line per GC round there).
+RAW_EMULATOR_LOG = "vm/emulator.log"

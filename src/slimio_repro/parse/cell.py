@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..guest import CellPlan, benchmark, fdp, is_slimio, layout, redislog, ycsb
+from ..guest import CellPlan, benchmark, fdp, femulog, is_slimio, layout, redislog, ycsb
 from ..guest import phases as cellphases
 from ..guest import provenance
 from . import nvmetrace
@@ -355,6 +355,11 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     if prov["cell"]["testbed"] == "vm":
         record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"],
                                      slim_storage))
+        # FEMU prints a line per GC round (QEMU collects no garbage: None).
+        emulator = raw / layout.RAW_EMULATOR_LOG
+        record["device_gc_rounds"] = (
+            femulog.gc_rounds(emulator.read_text(errors="replace"))["gc_rounds"]
+            if record["device_model"] == "femu" and emulator.exists() else None)
     if (raw / layout.RAW_RECOVERY).exists():
         rec = _json(raw, layout.RAW_RECOVERY)
         load = rec["load_time_s"]

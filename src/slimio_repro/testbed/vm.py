@@ -594,7 +594,7 @@ def _keep_console(vm_dir: Path, records: Path) -> None:
 QEMU_LOG_PATTERN = "/var/log/libvirt/qemu/{vm_dir_name}_default.log"
 QEMU_LOG_START = ": starting up libvirt version"
 # The cell's copy, in its raw directory's vm/.
-EMULATOR_LOG = "emulator.log"
+EMULATOR_LOG = Path(layout.RAW_EMULATOR_LOG).name
 
 
 def emulator_output(log_text: str) -> str:
