@@ -677,8 +677,9 @@ def write_sweep(sequences: list[dict], out_dir: Path) -> pd.DataFrame:
     frame = sweep_frame(sequences)
     frame.to_csv(out_dir / "waf_sensitivity.csv", index=False)
     lines = ["# Device WAF sensitivity (FTL model, what-if)", "",
-             "Each system's repetitions replayed on one device whose reclaim unit size, "
-             "over-provisioning or number of handles differs from the cells' own device, one "
+             "Each system's repetitions replayed on one device (FEMU's cells: each on a "
+             "fresh one) whose reclaim unit size, over-provisioning or number of handles "
+             "differs from the cells' own device, or that is not told of deallocations, one "
              "parameter at a time; placement honoured (the trace's placement ids) or ignored "
              "(every write on one handle). Figure: results/figures/waf_sensitivity.{png,pdf}.",
              ""]
