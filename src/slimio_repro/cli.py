@@ -10,7 +10,7 @@ from pathlib import Path
 from . import paths
 from . import plan as planmod
 from .build import redis as build, sources
-from .guest import Cell, CellError, layout, slimio
+from .guest import Cell, CellError, layout, overwrite, slimio
 
 
 def _config(args) -> dict:
@@ -145,6 +145,9 @@ def cmd_gc_check(args) -> int:
         config = _config(args)
         profile = args.device_profile or config["testbeds"]["vm"]["device_profile"]
         plan, box_file = _vm_cell(args, config, "periodical", profile)
+        # The guest's jobs refuse bad numbers: refuse them here, before a VM boots.
+        overwrite.jobs(plan.vm.namespace, plan.vm.device.capacity_bytes, args.utilization,
+                       args.warm_drive_writes, args.measure_drive_writes, args.seed)
         out = Path(args.out) if args.out else (
             paths.REPO_ROOT / config["results_dir"] / paths.GC_CHECK_DIR
             / f"{profile}-u{args.utilization}-seed{args.seed}")

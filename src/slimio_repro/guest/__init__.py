@@ -7,8 +7,9 @@ tests/test_architecture.py checks it, and imports the package with the host-only
 absent. The other stages use what ``__all__`` names.
 """
 
-from . import (bench, benchmark, fdp, femulog, fsimage, inmemory, layout, motivation, phases,
-               provenance, redislog, roofline, server, slimio, vmstorage, ycsb)
+from . import (bench, benchmark, fdp, femulog, fsimage, inmemory, layout, motivation,
+               overwrite, phases, provenance, redislog, roofline, server, slimio, vmstorage,
+               ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
 from .cellplan import (BASELINE_EXT4, CELL_ID_PATTERN, CELL_SET_PATTERN, MOTIVATION_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
                        POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
@@ -19,7 +20,7 @@ from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "bench", "benchmark", "fdp", "femulog", "fsimage", "inmemory", "layout", "motivation", "phases", "provenance", "redislog", "roofline",
+    "bench", "benchmark", "fdp", "femulog", "fsimage", "inmemory", "layout", "motivation", "overwrite", "phases", "provenance", "redislog", "roofline",
     "server", "slimio", "vmstorage", "ycsb",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
