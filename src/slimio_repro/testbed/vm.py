@@ -495,8 +495,7 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                       "(delete it to run the cell again)")
-    vm_cfg, profile = plan.vm, plan.vm.device
-    vm_dir = work_dir(vm_cfg.work_dir) / plan.id
+    vm_dir = work_dir(plan.vm.work_dir) / plan.id
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
