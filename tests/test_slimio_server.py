@@ -1090,7 +1090,7 @@ def flip(device: Path, offset: int) -> None:
 @pytest.mark.parametrize("where", ["current-metadata", "both-metadata", "wal-block",
                                    "snapshot-slot"])
 def test_damaged_device_recovers_a_prefix_or_refuses_cleanly(slim, slimio_bin, where):
-    """Issue 17: a flipped byte in a metadata record, a WAL block or a snapshot slot. The
+    """A flipped byte in a metadata record, a WAL block or a snapshot slot. The
     server either recovers a prefix of the log (an operation list 0..k-1 and the values
     that go with it) or exits with status 1 and a message naming what is damaged; it never
     dies by a signal, hangs, or loads a value that was never written."""

@@ -175,8 +175,8 @@ SIGNATURES = {
 
 @pytest.mark.parametrize("kind", sorted(SIGNATURES))
 def test_admin_refuses_a_signature_and_leaves_it_intact(admin, tmp_path, kind):
-    """Every signature libblkid knows is refused (issue 17: the maintained prober instead of
-    a hand-written table), named as libblkid names it, and the device is left as it was."""
+    """Every signature libblkid knows is refused (the maintained prober, not a hand-written
+    table), named as libblkid names it, and the device is left as it was."""
     dev = tmp_path / f"{kind}.img"
     with open(dev, "wb") as fh:
         fh.truncate(64 << 20)

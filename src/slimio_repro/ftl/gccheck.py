@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..guest import femulog
+from ..guest import fdp, femulog
 from . import theory
 from . import trace as tr
 from .model import Device, ModelError, policy
@@ -91,19 +91,18 @@ def compare(raw: Path, model: str = "femu-fdp", emulator_log: Path | None = None
     page = geometry.page_bytes
     ops = cell.ops()
     lba = cell.lba_bytes
-    before = result["before"]
-    prev = before
+    before = prev = result["before"]
     device, ends = [], []
     for ph in result["phases"]:
-        host = ph["host_bytes_written_after"] - prev["host_bytes_written"]
-        media = ph["media_bytes_written_after"] - prev["media_bytes_written"]
+        now = {k.removesuffix("_after"): v for k, v in ph.items() if k.endswith("_after")}
+        d = fdp.stats_delta(prev, now)
+        host, media = d["host_bytes_written"], d["media_bytes_written"]
         device.append({"phase": ph["phase"], "host_pages": host // page,
-                       "gc_pages": (media - host) // page, "waf": media / host,
-                       "erased_bytes": ph["media_bytes_erased_after"]
-                       - prev["media_bytes_erased"], "runtime_s": ph["runtime_s"],
+                       "gc_pages": (media - host) // page, "waf": d["waf"],
+                       "erased_bytes": d["media_bytes_erased"], "runtime_s": ph["runtime_s"],
                        "mb_s": ph["mb_s"]})
-        ends.append((ph["host_bytes_written_after"] - before["host_bytes_written"]) // lba)
-        prev = {k.removesuffix("_after"): v for k, v in ph.items() if k.endswith("_after")}
+        ends.append((now["host_bytes_written"] - before["host_bytes_written"]) // lba)
+        prev = now
     dev = Device(geometry, model)
     modelled = []
     for ph, part in zip(result["phases"], _cut(ops, ends)):

@@ -175,18 +175,12 @@ class Counters:
     erases_per_handle: list = dataclasses.field(default_factory=list)
 
     def __add__(self, other: "Counters") -> "Counters":
-        """Two replays' counters together (``min_free_units``: the lower)."""
-        out = Counters(**{f.name: getattr(self, f.name) + getattr(other, f.name)
-                          for f in dataclasses.fields(Counters)
-                          if not f.name.endswith("_per_handle") and f.name != "min_free_units"})
+        """Two replays' counters together (``min_free_units``: the lower of those that
+        wrote)."""
+        out = _fieldwise(self, other, lambda a, b: a + b)
         out.min_free_units = (min(self.min_free_units, other.min_free_units)
                               if self.host_pages and other.host_pages
                               else self.min_free_units or other.min_free_units)
-        for name in ("host_pages_per_handle", "gc_pages_per_handle", "erases_per_handle"):
-            a, b = getattr(self, name), getattr(other, name)
-            n = max(len(a), len(b))
-            setattr(out, name, [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0)
-                                for i in range(n)])
         return out
 
     @property
@@ -202,6 +196,20 @@ class Counters:
         d["host_bytes"] = self.host_pages * page_bytes
         d["flash_bytes"] = (self.host_pages + self.gc_pages) * page_bytes
         return d
+
+
+def _fieldwise(a: Counters, b: Counters, op) -> Counters:
+    """``op`` of ``a`` and ``b`` for every counter and every handle's (a missing handle
+    counts 0); ``min_free_units`` left 0 for the caller."""
+    out = Counters(**{f.name: op(getattr(a, f.name), getattr(b, f.name))
+                      for f in dataclasses.fields(Counters)
+                      if not f.name.endswith("_per_handle") and f.name != "min_free_units"})
+    for name in ("host_pages_per_handle", "gc_pages_per_handle", "erases_per_handle"):
+        x, y = getattr(a, name), getattr(b, name)
+        n = max(len(x), len(y))
+        setattr(out, name, [op(x[i] if i < len(x) else 0, y[i] if i < len(y) else 0)
+                            for i in range(n)])
+    return out
 
 
 class Device:
@@ -340,12 +348,8 @@ class Device:
 
     def _delta(self, before: Counters) -> Counters:
         now = self.counters()
-        out = Counters(**{f.name: (getattr(now, f.name) - getattr(before, f.name))
-                          for f in dataclasses.fields(Counters)
-                          if not f.name.endswith("_per_handle") and f.name != "min_free_units"})
+        out = _fieldwise(now, before, lambda a, b: a - b)
         out.min_free_units = now.min_free_units
-        for name in ("host_pages_per_handle", "gc_pages_per_handle", "erases_per_handle"):
-            setattr(out, name, [a - b for a, b in zip(getattr(now, name), getattr(before, name))])
         return out
 
     def valid_pages(self) -> int:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..guest import fdp
 from . import engine as e
 from . import trace as tr
 from .model import FEMU_OP, Counters, Device, Geometry, ModelError, policy
@@ -185,11 +186,13 @@ def replay_cells(raw_dirs: list[str | Path], model: str = "femu-fdp",
 def _device_waf(cell: CellDevice) -> dict | None:
     """The cell's device's own count (FDP statistics, after - before): host and media bytes
     written and their WAF; None without statistics."""
-    before, after = _stats(cell.raw_dir / STATS_BEFORE), _stats(cell.raw_dir / STATS_AFTER)
-    if before is None or after is None:
+    before, after = cell.raw_dir / STATS_BEFORE, cell.raw_dir / STATS_AFTER
+    if not (before.is_file() and after.is_file()):
         return None
-    host, media = after["hbmw"] - before["hbmw"], after["mbmw"] - before["mbmw"]
-    return {"host_bytes": host, "media_bytes": media, "waf": media / host if host else None}
+    d = fdp.stats_delta(fdp.parse_stats(before.read_text(), str(before)),
+                        fdp.parse_stats(after.read_text(), str(after)))
+    return {"host_bytes": d["host_bytes_written"], "media_bytes": d["media_bytes_written"],
+            "waf": d["waf"]}
 
 
 # What-if values around a sequence's own device: reclaim unit sizes (x the cell's),
