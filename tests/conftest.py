@@ -25,7 +25,7 @@ VENV_BIN = Path(sys.executable).parent
 
 # The slow tier: modules that run VMs, Maven, Redis's own Tcl suites or the pipeline end to
 # end, and every test that needs a Redis build. `make test-fast` runs the rest (-m "not slow").
-SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_slurm", "test_slimio_server",
+SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2e", "test_slurm", "test_slimio_server",
                 "test_ycsb_binding", "test_slimio_fuzz", "test_redis_upstream"}
 SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 
@@ -138,6 +138,17 @@ def slimio_admin(tmp_path_factory) -> Path:
                            f"BUILD_DIR={out}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out / paths.SLIMIO_ADMIN
+
+
+def built_box() -> tuple[dict, Path]:
+    """The default configuration and its guest box, built by the pipeline (a no-op when it
+    is current): what a test that boots its own VM starts from."""
+    require_root()
+    from slimio_repro import plan as configmod
+    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
+    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
+    snakemake("--cores", "all", str(box_file.relative_to(REPO)), check=True)
+    return cfg, box_file
 
 
 def require_root() -> None:

@@ -1,5 +1,7 @@
 """The configuration schema: defaults, profiles, and errors that name the bad key."""
 
+import subprocess
+
 import pytest
 
 from slimio_repro.guest import Cell, Placement, build_system
@@ -208,9 +210,37 @@ def test_slimio_nofdp_on_bare_is_refused():
 
 
 def test_nvme_backend_on_bare_is_refused():
-    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: nvme needs the vm"):
+    with pytest.raises(configmod.ConfigError, match=r"slimio\.backend: nvme needs an NVMe"):
         load({"matrix": {"testbeds": ["bare"], "systems": ["slimio"]},
               "slimio": {"backend": "nvme"}})
+
+
+def test_a_device_setting_without_its_device_is_refused():
+    with pytest.raises(configmod.ConfigError, match=r"testbeds\.bare\.filesystem: f2fs is for "
+                       r"a device"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["baseline"]},
+              "testbeds": {"bare": {"filesystem": "f2fs"}}})
+    with pytest.raises(configmod.ConfigError, match=r"i_own_this_device: /dev/nvme1n1 is set, "
+                       r"and testbeds\.bare\.device is null"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"]},
+              "testbeds": {"bare": {"i_own_this_device": "/dev/nvme1n1"}}})
+
+
+def test_planning_reads_the_named_device_and_refuses_this_machines_root_disk():
+    """Planning really reads the device (sysfs, blkid, lsblk): a namespace that is not here,
+    and this machine's own root disk, are refused before anything is built."""
+    with pytest.raises(configmod.ConfigError,
+                       match=r"testbeds\.bare\.device /dev/nvme97n1 does not exist on"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"]},
+              "testbeds": {"bare": {"device": "/dev/nvme97n1"}}})
+    source = subprocess.run(["findmnt", "-no", "SOURCE", "/"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    parent = subprocess.run(["lsblk", "-ndo", "PKNAME", source], capture_output=True,
+                            text=True).stdout.strip()
+    root_disk = f"/dev/{parent}" if parent else source
+    with pytest.raises(configmod.ConfigError, match=r"holds this machine's root file system"):
+        load({"matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"]},
+              "testbeds": {"bare": {"device": root_disk, "i_own_this_device": root_disk}}})
 
 
 def test_unknown_slimio_key_is_named():

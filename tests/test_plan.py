@@ -81,7 +81,7 @@ BAD = [
     ("matrix={testbeds: [bare], systems: [baseline, slimio-nofdp]}",
      "matrix.systems: slimio-nofdp differs from slimio only by FDP placement"),
     ("matrix={testbeds: [bare], systems: [slimio]}\nslimio={backend: nvme}",
-     "slimio.backend: nvme needs the vm testbed"),
+     "slimio.backend: nvme needs an NVMe device"),
     ("workloads={redis-benchmark: {keyspace: 1000, key_size_bytes: 2}}",
      "workloads.redis-benchmark.keyspace: 1000 keys do not fit"),
     ("workloads={ycsb-a: {records: 1000, key_size_bytes: 2}}",

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, require_root, snakemake
+from conftest import REPO, built_box, require_root, snakemake
 from slimio_repro.guest import layout
 from slimio_repro.guest import Cell
 from slimio_repro.guest import fdp
@@ -247,12 +247,8 @@ def _device_tests() -> int:
 
 
 def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
-    require_root()
     from slimio_repro import plan as configmod
-    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
-    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
-    proc = snakemake("--cores", "all", str(box_file.relative_to(REPO)))
-    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    cfg, box_file = built_box()
     plan = configmod.make(cfg).cell("vm-slimio-redis-benchmark-periodical-r1")
     vm_cfg, profile = plan.vm, plan.vm.device
     vm_dir = vm.DEFAULT_WORK_DIR / SUITE_VM.id
@@ -304,11 +300,7 @@ def _box_built_and_domains() -> set[str]:
     """Build the guest box the default config names (a no-op when it is current); return
     the libvirt domains that exist now, to check that a test adds none (a domain an
     interrupted earlier run left may exist before and be removed by the run)."""
-    require_root()
-    from slimio_repro import plan as configmod
-    cfg = configmod.load([paths.CONFIG_DIR / "config.yaml"])
-    box_file = REPO / cfg["build_dir"] / paths.BOX_PATTERN
-    assert snakemake("--cores", "all", str(box_file.relative_to(REPO))).returncode == 0
+    built_box()
     return set(_domains())
 
 

@@ -56,8 +56,10 @@ REQUIREMENTS = {
         "absolute numbers do not transfer from an emulated CPU ({accels}); needs KVM or the "
         "bare testbed, and the paper's hardware for the same magnitude"),
     "device_gc": (
-        lambda cells: set(cells["device_model"]) <= {"femu"},
-        "needs a device with garbage collection (FEMU): this run's device is {devices}, which "
+        # The device models with GC: FEMU's, and a real SSD's (parse.cell.NAMED_DEVICE_MODEL).
+        lambda cells: set(cells["device_model"]) <= {"femu", "nvme-ssd"},
+        "needs a device with garbage collection (FEMU, or an SSD: testbeds.bare.device): this "
+        "run's device is {devices}, which "
         "has none, so its measured WAF is 1.00 by construction; the device model's claim on "
         "waf_modelled judges it instead"),
     "device_aged": (

@@ -8,25 +8,25 @@ absent. The other stages use what ``__all__`` names.
 """
 
 from . import (bench, benchmark, fdp, femulog, fsimage, inmemory, layout, motivation,
-               overwrite, phases, provenance, redislog, roofline, server, slimio, vmstorage,
+               nameddevice, overwrite, phases, provenance, redislog, roofline, server, slimio, vmstorage,
                ycsb)
 from .cell import CellError, fingerprint, run as run_cell, sampled_keys
 from .cellplan import (BASELINE_EXT4, CELL_ID_PATTERN, CELL_SET_PATTERN, MOTIVATION_ID_PATTERN, NO_POLICY, NOPERSIST, POLICY_APPENDFSYNC,
                        POLICY_LABEL, SLIMIO_SYSTEMS, SYSTEMS, WORKLOADS, Bare, Cell, CellPlan,
-                       DeviceProfile, Motivation, Placement, RedisBenchmark, Recovery, Roofline, Server,
+                       DeviceProfile, Motivation, NamedDevice, Placement, RedisBenchmark, Recovery, Roofline, Server,
                        Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, on_file_system,
                        persists, policies_of, SYSTEM_FILESYSTEM)
 from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "bench", "benchmark", "fdp", "femulog", "fsimage", "inmemory", "layout", "motivation", "overwrite", "phases", "provenance", "redislog", "roofline",
+    "bench", "benchmark", "fdp", "femulog", "fsimage", "inmemory", "layout", "motivation", "nameddevice", "overwrite", "phases", "provenance", "redislog", "roofline",
     "server", "slimio", "vmstorage", "ycsb",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
     # the cell plan
     "BASELINE_EXT4", "CELL_ID_PATTERN", "CELL_SET_PATTERN", "MOTIVATION_ID_PATTERN", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "POLICY_LABEL", "SLIMIO_SYSTEMS", "SYSTEMS",
-    "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Motivation", "Placement", "RedisBenchmark",
+    "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile", "Motivation", "NamedDevice", "Placement", "RedisBenchmark",
     "Recovery", "Roofline", "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system",
     "is_slimio", "on_file_system", "persists", "policies_of", "SYSTEM_FILESYSTEM",
 ]

@@ -5,7 +5,10 @@ cell, in its VM: :mod:`.motivation`), and
 ``python3 -m slimio_repro.guest overwrite --plan-json F --out DIR ...`` (uniform random
 overwrites of the namespace: :mod:`.overwrite`), and
 ``python3 -m slimio_repro.guest bench --plans-json F --rounds N --warmup N --out DIR`` (the
-bench's VM: :mod:`.bench`).
+bench's VM: :mod:`.bench`), and
+``python3 -m slimio_repro.guest check-device --device D [--i-own-this-device D]`` (what the
+bare testbed sees of an NVMe namespace, and why it would refuse it: :mod:`.nameddevice`;
+reads only).
 
 The plan was made and validated on the host (the guest has no jsonschema); its build paths
 are the box's (testbed.vm puts them there).
@@ -18,7 +21,7 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench, layout, motivation, overwrite
+from . import bench, layout, motivation, nameddevice, overwrite
 from .cell import CellError, run
 from .cellplan import SYSTEMS, CellPlan
 from .fdp import FdpError
@@ -63,7 +66,21 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--wal-only", action="store_true", help="no snapshot, recovery or bounds")
     b.add_argument("--profile", action="store_true", help="perf reports of each run's server "
                    "during its measured SETs")
+    d = sub.add_parser("check-device", help="read an NVMe namespace as testbeds.bare.device "
+                       "would (reads only): its facts and what refuses it, as JSON; exit 2 "
+                       "if refused")
+    d.add_argument("--device", required=True, help="the namespace, e.g. /dev/nvme1n1")
+    d.add_argument("--i-own-this-device", help="as testbeds.bare.i_own_this_device")
     args = ap.parse_args(argv)
+    if args.command == "check-device":
+        try:
+            facts = nameddevice.gather(args.device)
+        except GuestError as exc:
+            print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+            return 2
+        found = nameddevice.problems(facts, args.i_own_this_device)
+        print(json.dumps({"facts": facts.as_dict(), "problems": found}, indent=2))
+        return 2 if found else 0
     if args.command == "bench":
         plans = [CellPlan.from_dict(p) for p in json.loads(Path(args.plans_json).read_text())]
         try:

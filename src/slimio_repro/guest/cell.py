@@ -1,9 +1,10 @@
 """Run one cell of the matrix and write its raw directory.
 
-On the bare testbed this runs on the host, on a fresh loop-mounted file-system image. On the
-vm testbed the same function runs inside the cell's own VM (started by :mod:`.vm`), on the
-emulated NVMe namespace the guest was provisioned with (:mod:`.guest`), and it also records
-the device's FDP statistics and NVMe command trace.
+On the bare testbed this runs on the host, on a fresh loop-mounted file-system image, or on
+the NVMe namespace ``testbeds.bare.device`` names (:mod:`.nameddevice`). On the vm testbed
+the same function runs inside the cell's own VM (started by :mod:`.vm`), on the emulated
+NVMe namespace the guest was provisioned with (:mod:`.provision`). On a namespace it also
+records the device's FDP statistics, NVMe command trace and roofline.
 
 A cell is self-contained: it gets its own storage, server, port and output
 directory, so it can run on any node. Everything is written under ``<raw>.partial`` and
@@ -15,14 +16,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import random
 import shutil
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import (benchmark, fsimage, layout, provenance, provision, redislog, slimio, vmstorage,
-               ycsb)
+from . import (benchmark, fsimage, layout, nameddevice, provenance, provision, redislog, slimio,
+               vmstorage, ycsb)
 from .phases import Phases
 from .cellplan import Cell, CellPlan
 from .sampler import Sampler
@@ -136,15 +138,20 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
         return server
 
     sampler = monitor = None
-    # A vm cell's SlimIO writes each range it deallocates into the device trace (passthru
-    # bypasses the block layer, whose discard events carry F2FS's ranges).
-    trace_marker = vmstorage.TRACE_MARKER if cell.testbed == "vm" else None
+    named = plan.bare.device if plan.bare is not None else None
+    # The NVMe namespace the cell runs on (vm, or bare on a named device); None: an image.
+    nvme = plan.vm if cell.testbed == "vm" else named
+    if named is not None:
+        nvme = named = nameddevice.with_mountpoint(named, partial / "mnt")
+    # SlimIO writes each range it deallocates into the device trace (passthru bypasses the
+    # block layer, whose discard events carry F2FS's ranges).
+    trace_marker = vmstorage.TRACE_MARKER if nvme is not None else None
     phases = Phases()
     phase = phases.phase
-    if cell.testbed == "vm":
+    if nvme is not None:
         # The device trace and the FDP statistics start after provisioning's checks and
         # before its first write (mkfs), so they hold every write the namespace received.
-        monitor = vmstorage.DeviceMonitor(plan.vm, partial)
+        monitor = vmstorage.DeviceMonitor(nvme, partial)
 
         trace_on_s = []
 
@@ -154,11 +161,18 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
             trace_on_s.append(time.monotonic() - t0)
         try:
             with phase("provision"):
-                prov["provision"] = provision.provision(
-                    plan.vm, cell.system, partial, expect_box_id, expect_kernel, fresh=True,
-                    before_changes=trace_on)
+                if named is not None:
+                    prov["provision"] = nameddevice.provision(
+                        named, cell.system, plan.slimio, Path(named.mountpoint), partial,
+                        before_changes=trace_on)
+                else:
+                    prov["provision"] = provision.provision(
+                        plan.vm, cell.system, partial, expect_box_id, expect_kernel,
+                        fresh=True, before_changes=trace_on)
         except BaseException:
             monitor.cancel()
+            if named is not None and os.path.ismount(named.mountpoint):
+                fsimage.unmount(Path(named.mountpoint))
             raise
         # Starting the trace is its own phase, not provisioning's.
         phases.add("trace_fdp", sum(trace_on_s))
@@ -239,14 +253,15 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
             device["data_dir_bytes"] = _dir_bytes(data_dir)
             if is_slimio:
                 device["slimio_device_bytes"] = prov["storage"]["slimio"]["device_bytes"]
-            if cell.testbed == "vm" and plan.vm.roofline.enabled:
+            if nvme is not None and nvme.roofline.enabled:
                 with phase("roofline"):
                     # Last: it overwrites the namespace, whose trace and statistics are
                     # closed.
                     fs.release()
                     prov["roofline"] = vmstorage.roofline(
-                        plan.vm, partial, plan.slimio.placement_ids if is_slimio else None,
-                        commands)
+                        nvme, partial, plan.slimio.placement_ids if is_slimio else None,
+                        commands, fio_bin=named.fio_bin if named is not None
+                        else layout.GUEST_FIO)
             t_teardown = time.monotonic()
         except BaseException:
             # Stop what runs on the file system, so that it can be unmounted.
@@ -269,8 +284,9 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     _write_json(partial / layout.RAW_EVENTS, events)
     _write_json(partial / layout.RAW_DEVICE_STATS, device)
     _write_json(partial / layout.RAW_PROVENANCE, prov)
-    if (partial / "mnt").is_dir():
-        (partial / "mnt").rmdir()
+    for scratch in ("mnt", "scratch"):
+        if (partial / scratch).is_dir():
+            shutil.rmtree(partial / scratch)
     (partial / layout.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
@@ -302,7 +318,19 @@ def run_ycsb(ycsb_dir: Path, port: int, workload, partial: Path, commands: list,
 
 @contextmanager
 def storage(plan: CellPlan, partial: Path):
-    """The cell's storage: a fresh image (bare) or the guest's provisioned namespace (vm)."""
+    """The cell's storage: a fresh image (bare), or the provisioned namespace (vm, or bare
+    on a named device, whose file system is unmounted when the cell leaves it)."""
+    backend = plan.slimio.backend if plan.is_slimio else None
+    if plan.bare is not None and plan.bare.device is not None:
+        device = nameddevice.with_mountpoint(plan.bare.device, partial / "mnt")
+        scratch = partial / "scratch"
+        scratch.mkdir()
+        try:
+            yield vmstorage.GuestStorage(device, plan.cell.system, scratch, backend)
+        finally:
+            if os.path.ismount(device.mountpoint):
+                fsimage.unmount(Path(device.mountpoint))
+        return
     if plan.cell.testbed == "bare":
         with fsimage.fresh_image(partial / "fs.img", partial / "mnt", plan.bare.filesystem,
                                  plan.sizing.image_size_bytes, plan.bare.direct_io) as fs:
@@ -313,7 +341,6 @@ def storage(plan: CellPlan, partial: Path):
         shutil.rmtree(scratch)
     scratch.mkdir(parents=True)
     try:
-        backend = plan.slimio.backend if plan.is_slimio else None
         yield vmstorage.GuestStorage(plan.vm, plan.cell.system, scratch, backend)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

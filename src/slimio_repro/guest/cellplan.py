@@ -220,16 +220,41 @@ class Recovery:
 
 
 @dataclass(frozen=True)
-class Bare:
-    filesystem: str
-    direct_io: bool
-
-
-@dataclass(frozen=True)
 class Roofline:
     enabled: bool
     size_mb: int
     iodepth: int
+
+
+@dataclass(frozen=True)
+class NamedDevice:
+    """testbeds.bare.device as planning found it (:mod:`.nameddevice`): the NVMe namespace a
+    bare cell runs on instead of an image. Its attributes are named as :class:`Vm`'s, which
+    the storage, the device monitor and the roofline of :mod:`.vmstorage` read."""
+    namespace: str
+    passthru_device: str | None
+    controller: str | None
+    endurance_group: int
+    fdp: bool
+    # The namespace's identity (sysfs wwid) and its controller's: a cell refuses another.
+    wwid: str | None
+    serial: str | None
+    model: str | None
+    filesystem: str
+    roofline: Roofline
+    # fio for the roofline (the host's build).
+    fio_bin: str = operational("")
+    i_own_this_device: str | None = operational(None)
+    # Where a cell mounts its file system (set by the cell: inside its raw directory).
+    mountpoint: str = operational("")
+
+
+@dataclass(frozen=True)
+class Bare:
+    filesystem: str
+    direct_io: bool
+    # testbeds.bare.device: None runs the cell on a fresh image file.
+    device: NamedDevice | None = field(default=None, metadata={"omit_none": True})
 
 
 @dataclass(frozen=True)

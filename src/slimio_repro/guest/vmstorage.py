@@ -3,7 +3,8 @@
 A VM cell runs the same :func:`slimio_repro.cell.run` as the bare testbed, inside the guest
 (the host side, :mod:`slimio_repro.vm`, brings the VM up and copies this package in). What
 differs is the storage: instead of a loop-mounted image, the cell uses the namespace of the
-emulated NVMe SSD that the cell's first stage (:mod:`.provision`) prepared for its system:
+emulated NVMe SSD that the cell's first stage (:mod:`.provision`) prepared for its system
+(and a bare cell on a named device its real namespace the same way: :mod:`.nameddevice`):
 
 * baseline: F2FS on ``/dev/nvme0n1``, mounted at the provisioned mount point, I/O scheduler
   ``none`` (as in the paper);
@@ -35,7 +36,7 @@ from pathlib import Path
 
 from . import fdp, fsimage, layout
 from . import roofline as rooflinemod
-from .cellplan import Placement, Vm, on_file_system
+from .cellplan import NamedDevice, Placement, Vm, on_file_system
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
@@ -76,7 +77,7 @@ def _findmnt(target: Path) -> dict | None:
     return json.loads(proc.stdout)["filesystems"][0]
 
 
-def fdp_stats(settings: Vm) -> str:
+def fdp_stats(settings: Vm | NamedDevice) -> str:
     """``nvme fdp stats -o json`` of the endurance group (the FDP statistics log page)."""
     return run_tool(["nvme", "fdp", "stats", settings.controller, "-e",
                  str(settings.endurance_group), "-o", "json"])
@@ -85,7 +86,7 @@ def fdp_stats(settings: Vm) -> str:
 class GuestStorage:
     """The namespace as provisioned for the cell's system (see the module docstring)."""
 
-    def __init__(self, settings: Vm, system: str, scratch: Path,
+    def __init__(self, settings: Vm | NamedDevice, system: str, scratch: Path,
                  slimio_backend: str | None = None):
         self.settings = settings
         self.namespace = settings.namespace
@@ -152,7 +153,8 @@ class GuestStorage:
     def describe(self) -> dict:
         name = Path(self.namespace).name
         queue = Path(f"/sys/block/{name}/queue")
-        out = {"testbed": "vm", "namespace": self.namespace, "system": self.system,
+        out = {"testbed": "vm" if isinstance(self.settings, Vm) else "bare",
+               "namespace": self.namespace, "system": self.system,
                "slimio_device": str(self.slimio_device) if self.mountpoint is None else None,
                "namespace_bytes": int(Path(f"/sys/block/{name}/size").read_text()) * 512,
                "logical_block_size_bytes": int((queue / "logical_block_size").read_text()),
@@ -174,7 +176,7 @@ def mounted(device: str) -> bool:
 class DeviceMonitor:
     """FDP statistics before/after and the NVMe command trace of one cell."""
 
-    def __init__(self, settings: Vm, raw_dir: Path):
+    def __init__(self, settings: Vm | NamedDevice, raw_dir: Path):
         self.settings = settings
         self.namespace = settings.namespace
         self.controller = settings.controller
@@ -183,6 +185,7 @@ class DeviceMonitor:
         self.raw_dir = raw_dir
         self._cat: subprocess.Popen | None = None
         self._trace_file = raw_dir / "nvme-trace.txt"
+        self._trace_filter = f"ctrl_id == {int(self.controller.removeprefix('/dev/nvme'))}"
 
     def fdp_stats(self) -> str:
         return fdp_stats(self.settings)
@@ -214,6 +217,8 @@ class DeviceMonitor:
         event = TRACEFS / "events" / TRACE_EVENT
         if not event.is_dir():
             raise GuestError(f"the guest kernel has no tracefs event {TRACE_EVENT}")
+        # The namespace's controller only (a host may have other NVMe disks).
+        (event / "filter").write_text(self._trace_filter + "\n")
         (TRACEFS / "tracing_on").write_text("0\n")
         (TRACEFS / "buffer_size_kb").write_text(f"{TRACE_BUFFER_KIB}\n")
         (TRACEFS / "trace").write_text("\n")  # clear
@@ -251,6 +256,7 @@ class DeviceMonitor:
         self._cat.wait()
         self._cat = None
         (TRACEFS / "events" / TRACE_EVENT / "enable").write_text("0\n")
+        (TRACEFS / "events" / TRACE_EVENT / "filter").write_text("0\n")
         (TRACEFS / "events" / DISCARD_EVENT / "enable").write_text("0\n")
         stats = {}
         for cpu_stats in sorted((TRACEFS / "per_cpu").glob("cpu*/stats")):
@@ -260,7 +266,7 @@ class DeviceMonitor:
         lost = sum(int(s.get("overrun", 0)) for s in stats.values())
         (self.raw_dir / layout.RAW_TRACE_STATS).write_text(json.dumps(
             {"event": TRACE_EVENT, "events": [TRACE_EVENT, DISCARD_EVENT, "ftrace/print"],
-             "discard_filter": DISCARD_FILTER,
+             "discard_filter": DISCARD_FILTER, "filter": self._trace_filter,
              "namespace_dev": _dev_number(self.namespace),
              "buffer_size_kib": TRACE_BUFFER_KIB,
              "events_lost": lost, "per_cpu": stats,
@@ -286,8 +292,10 @@ def max_command_bytes(namespace: str) -> int:
     return 1 << (limit.bit_length() - 1)
 
 
-def roofline(settings: Vm, raw_dir: Path, placement: Placement | None, commands: list) -> dict:
-    """Measure the device roofline (config testbeds.vm.roofline) into ``raw_dir``.
+def roofline(settings: Vm | NamedDevice, raw_dir: Path, placement: Placement | None, commands: list,
+             fio_bin: str = layout.GUEST_FIO) -> dict:
+    """Measure the device roofline (config testbeds.vm.roofline, or testbeds.bare.roofline
+    on a named device) into ``raw_dir`` with ``fio_bin``.
 
     The cell's On-Demand placement id when its system uses one (SlimIO with FDP), else no
     placement. OVERWRITES the start of the namespace: run it when the cell is done with it.
@@ -297,7 +305,7 @@ def roofline(settings: Vm, raw_dir: Path, placement: Placement | None, commands:
     status = raw_dir / layout.RAW_FDP_STATUS
     order = [d["placement_id"] for d in fdp.parse_status_descriptors(status.read_text())] \
         if settings.fdp and status.exists() else []
-    summary = rooflinemod.run(layout.GUEST_FIO, settings.passthru_device, raw_dir,
+    summary = rooflinemod.run(fio_bin, settings.passthru_device, raw_dir,
                               size_bytes=job.size_mb << 20,
                               block_size_bytes=max_command_bytes(settings.namespace),
                               iodepth=job.iodepth, placement_id=pid if pid >= 0 else None,

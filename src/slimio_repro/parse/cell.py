@@ -115,7 +115,7 @@ def slimio_recovery(raw: Path) -> dict:
 
 
 def device_records(raw: Path, lba_size_bytes: int, slimio_storage: dict | None = None) -> dict:
-    """vm testbed: the FDP statistics delta, the NVMe command trace's summary, the placement
+    """A cell on an NVMe namespace (vm, or bare on a device): the FDP statistics delta, the NVMe command trace's summary, the placement
     check of a SlimIO cell's trace, and the device roofline.
 
     WAF = media / host bytes written over the cell (FDP statistics log page). QEMU's NVMe
@@ -264,11 +264,16 @@ def settings(raw: Path, workload: str) -> tuple[dict, dict]:
     return eff["config"]["workloads"][workload], eff["derived"]
 
 
+# The device model of a bare cell on testbeds.bare.device: a real NVMe SSD.
+NAMED_DEVICE_MODEL = "nvme-ssd"
+
+
 def run_environment(prov: dict) -> dict:
     """Where the cell ran, for judging which claims it can speak to: the accelerator (native on
     bare; kvm or tcg in a VM: absolute numbers only transfer from native or KVM), the device
     model (the emulator of the vm testbed's SSD, whose garbage collection decides what its WAF
-    can show; a loop-mounted image on bare) and the physical host (ratios are only formed
+    can show; on bare a loop-mounted image, or :data:`NAMED_DEVICE_MODEL`) and the physical
+    host (ratios are only formed
     between cells of alike hosts)."""
     vm = prov.get("vm")
     host = vm["host"] if vm else prov["host"]
@@ -277,7 +282,9 @@ def run_environment(prov: dict) -> dict:
     slurm = node["slurm"] or {}
     return {
         "accel": vm["accel"] if vm else "native",
-        "device_model": vm["device_profile"]["emulator"] if vm else "loop-image",
+        "device_model": (vm["device_profile"]["emulator"] if vm else
+                         NAMED_DEVICE_MODEL if prov["storage"].get("namespace") else
+                         "loop-image"),
         "host_name": host["hostname"],
         "host_cpu_model": host["cpu_model"],
         "node_class": node["class"],
@@ -344,7 +351,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
         "auto_aof_rewrite_min_size_bytes": derived["auto_aof_rewrite_min_size_bytes"],
         # System slimio: the layout it formatted (WAL, slot, LBA and device sizes).
         **{k: v for k, v in derived.items() if k.startswith("slimio_")},
-        # Needs a device with an FDP log (the vm testbed); none on the bare testbed.
+        # Needs a device with an FDP log (device_records); none on an image.
         "waf": None,
         "utc_start": prov["utc_start"], "utc_end": prov["utc_end"],
         "git_commit": prov["git"]["commit"], "git_dirty": prov["git"]["dirty"],
@@ -352,7 +359,7 @@ def parse_cell(raw: Path) -> tuple[dict, pd.DataFrame]:
     for phase in ("wal_only", "wal_snapshot"):
         peak = record[f"mem_{phase}_peak_bytes"]
         record[f"mem_{phase}_peak_gb"] = peak / GB if peak is not None else None
-    if prov["cell"]["testbed"] == "vm":
+    if prov["cell"]["testbed"] == "vm" or prov["storage"].get("namespace"):
         record.update(device_records(raw, prov["storage"]["logical_block_size_bytes"],
                                      slim_storage))
         # FEMU prints a line per GC round (QEMU collects no garbage: None).

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .. import paths
 from ..build import sources
-from ..guest import DeviceProfile, is_slimio, persists
+from ..guest import DeviceProfile, is_slimio, nameddevice, persists
 from . import sizing
 from .config import ConfigError
 
@@ -139,16 +139,30 @@ def check_matrix(config: dict) -> None:
                 f"{missing} {matrix[missing]}, so {system} would run no cell: add one of "
                 f"them to matrix.{missing}, remove {system} from matrix.systems, or lift "
                 f"the restriction (matrix.only.{system}: null)")
-    if "bare" in matrix["testbeds"] and "slimio-nofdp" in matrix["systems"]:
+    bare = config["testbeds"]["bare"]
+    on_image = "bare" in matrix["testbeds"] and bare["device"] is None
+    if on_image and "slimio-nofdp" in matrix["systems"]:
         raise ConfigError(
             "matrix.systems: slimio-nofdp differs from slimio only by FDP placement, which "
-            "needs the vm testbed's NVMe device; matrix.testbeds has bare: remove "
-            "slimio-nofdp from matrix.systems, or bare from matrix.testbeds")
-    if "bare" in matrix["testbeds"] and config["slimio"]["backend"] == "nvme" \
+            "needs an NVMe device; matrix.testbeds has bare on an image: remove "
+            "slimio-nofdp from matrix.systems, bare from matrix.testbeds, or name an NVMe "
+            "namespace in testbeds.bare.device")
+    if on_image and config["slimio"]["backend"] == "nvme" \
             and any(is_slimio(s) for s in matrix["systems"]):
         raise ConfigError(
-            "slimio.backend: nvme needs the vm testbed's NVMe device, and matrix.testbeds has "
-            "bare: set slimio.backend to auto (nvme in the vm, file on bare) or file")
+            "slimio.backend: nvme needs an NVMe device, and matrix.testbeds has bare on an "
+            "image: set slimio.backend to auto (nvme on a device, file on an image) or file, "
+            "or name an NVMe namespace in testbeds.bare.device")
+    if on_image and bare["filesystem"] != "ext4":
+        raise ConfigError(
+            f"testbeds.bare.filesystem: {bare['filesystem']} is for a device "
+            "(testbeds.bare.device); the image is ext4 (this host's kernel may have no "
+            "F2FS): set it to ext4, or name an NVMe namespace in testbeds.bare.device")
+    if bare["i_own_this_device"] is not None and bare["device"] is None:
+        raise ConfigError(
+            f"testbeds.bare.i_own_this_device: {bare['i_own_this_device']} is set, and "
+            "testbeds.bare.device is null: it only lets the cells overwrite the device "
+            "testbeds.bare.device names; name it there, or remove i_own_this_device")
     if Path(config["results_dir"]).resolve() == Path(config["build_dir"]).resolve():
         raise ConfigError(
             f"results_dir: {config['results_dir']!r} is also build_dir; results and the build "
@@ -215,7 +229,8 @@ def check_slimio_sizes(config: dict) -> None:
                 f"{ratio}): clients would be refused (MISCONF); use at least "
                 f"{-(-need // MIB):.0f} MiB, or set it to null (derived)")
     image_mb = config["testbeds"]["bare"]["image_size_mb"]
-    if image_mb and "bare" in config["matrix"]["testbeds"]:
+    if image_mb and "bare" in config["matrix"]["testbeds"] \
+            and config["testbeds"]["bare"]["device"] is None:
         device = max(sizing.slimio_device_bytes(config, w, p)
                      for w, p in _workload_policies(config))
         # ext4's own metadata (inode tables, journal) takes a few percent of the image.
@@ -329,3 +344,18 @@ def check_redis_source(config: dict) -> None:
             f"redis-{version}.tar.gz in a directory listed in redis.tarball_dirs (its sha256 "
             f"is verified), run `make setup-host` for Debian's sources, or choose a version "
             "this host can fetch (7.0.15)")
+
+
+def check_bare_device(config: dict, facts, plans) -> None:
+    """testbeds.bare.device, read now (``facts``: :func:`guest.nameddevice.gather`): refuse
+    what the cells must not write, and what a system of the matrix needs of it that it lacks
+    (``plans``: the bare cells' plans), every problem in one error."""
+    bare = config["testbeds"]["bare"]
+    found = nameddevice.problems(facts, bare["i_own_this_device"])
+    for plan in plans:
+        found += nameddevice.problems(facts, bare["i_own_this_device"], plan.cell.system,
+                                      plan.bare.filesystem, plan.slimio)
+    found = list(dict.fromkeys(found))
+    if found:
+        raise ConfigError("testbeds.bare.device: the bare cells cannot run on "
+                          f"{bare['device']}:\n- " + "\n- ".join(found))

@@ -13,11 +13,13 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from .. import paths
+from ..build import fio as fio_build
 from ..build import ycsb as ycsb_build
 from ..guest import (BASELINE_EXT4, CELL_SET_PATTERN, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell,
-                     CellPlan, Motivation, Placement, RedisBenchmark, Recovery, Roofline,
+                     CellPlan, Motivation, NamedDevice, Placement, RedisBenchmark, Recovery,
+                     Roofline,
                      Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists,
-                     policies_of)
+                     GuestError, nameddevice, policies_of)
 from . import checks, sizing
 from .checks import ConfigError
 from .device import load_device_profile
@@ -91,7 +93,8 @@ def _slimio(config: dict, system: str, testbed: str, workload: str, policy: str)
     s = config["slimio"]
     backend = s["backend"]
     if backend == "auto":
-        backend = "nvme" if testbed == "vm" else "file"
+        on_device = testbed == "vm" or config["testbeds"]["bare"]["device"] is not None
+        backend = "nvme" if on_device else "file"
     ids = s["placement_ids"]
     placement = Placement(-1, -1, -1) if system == "slimio-nofdp" else \
         Placement(ids["wal"], ids["wal_snapshot"], ids["on_demand"])
@@ -120,12 +123,44 @@ def _vm(config: dict, profile, roofline: bool = True, filesystem: str | None = N
               boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
 
 
-def make(config: dict, host: checks.Host | None = None, check_sources: bool = True) -> Plan:
+def _named_device(config: dict, p: paths.Paths, facts) -> NamedDevice:
+    """testbeds.bare.device as the cells use it, from the facts read at planning."""
+    bare = config["testbeds"]["bare"]
+    fio = p.build_dir / paths.FIO_PATTERN.format(version=fio_build.load_pin()["version"])
+    return nameddevice.settings(facts, bare["i_own_this_device"], bare["filesystem"],
+                                Roofline(**bare["roofline"]), str(fio))
+
+
+def _bare(config: dict, filesystem: str | None, named: NamedDevice | None,
+          roofline: bool) -> Bare:
+    """testbeds.bare for a cell: the system's file system (``filesystem``, else the
+    testbed's), on an image, or on the device ``named`` (its roofline only if ``roofline``:
+    the no-persistence bound measures none)."""
+    fs = filesystem or config["testbeds"]["bare"]["filesystem"]
+    if named is not None:
+        named = replace(named, filesystem=fs, roofline=named.roofline if roofline else
+                        replace(named.roofline, enabled=False))
+    return Bare(filesystem=fs, direct_io=config["testbeds"]["bare"]["direct_io"],
+                device=named)
+
+
+def make(config: dict, host: checks.Host | None = None, check_sources: bool = True,
+         device_facts=None) -> Plan:
     """The plan of a validated ``config`` (:func:`slimio_repro.plan.validate`); raises
-    :class:`ConfigError` naming the key when a check fails."""
+    :class:`ConfigError` naming the key when a check fails. With the bare testbed on a
+    device (testbeds.bare.device), the device is read here (or ``device_facts``, read by
+    :func:`guest.nameddevice.gather` where it is) and refused when the cells must not write
+    it."""
     m = config["matrix"]
     checks.check_matrix(config)
     checks.check_slimio_sizes(config)
+    named = None
+    if "bare" in m["testbeds"] and config["testbeds"]["bare"]["device"] is not None:
+        try:
+            facts = device_facts or nameddevice.gather(config["testbeds"]["bare"]["device"])
+        except GuestError as exc:
+            raise ConfigError(f"testbeds.bare.device: cannot read it: {exc}") from None
+        named = _named_device(config, paths.Paths.from_config(config), facts)
     profile = None
     if "vm" in m["testbeds"]:
         profile = load_device_profile(config["testbeds"]["vm"]["device_profile"])
@@ -144,10 +179,12 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
     reps = checks.repetitions_of_sets(m, [CELL_SET_PATTERN.format(
         testbed=t, system=s, workload=w, policy=po) for t, s, w, po in combos])
     cells = [_cell_plan(config, p, profile, version, ycsb_version, testbed, system, workload,
-                        policy, rep)
+                        policy, rep, named=named)
              for testbed, system, workload, policy in combos
              for rep in range(1, reps[CELL_SET_PATTERN.format(
                  testbed=testbed, system=system, workload=workload, policy=policy)] + 1)]
+    if named is not None:
+        checks.check_bare_device(config, facts, [c for c in cells if c.bare is not None])
     mot = config["motivation"]
     table1, scenario_cells, unavailable = (), (), None
     if profile is None:
@@ -221,8 +258,9 @@ def _motivation_cell(config: dict, p: paths.Paths, profile, version: str, ycsb_v
 
 def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version: str,
                testbed: str, system: str, workload: str, policy: str, rep: int,
-               roofline: bool = True) -> CellPlan:
-    """One cell's plan (``roofline=False``: no device roofline, e.g. a motivation cell)."""
+               roofline: bool = True, named: NamedDevice | None = None) -> CellPlan:
+    """One cell's plan (``roofline=False``: no device roofline, e.g. a motivation cell;
+    ``named``: the bare testbed's device, None for an image)."""
     server = config["server"]
     w = config["workloads"][workload]
     # The no-persistence bound writes nothing: no On-Demand-Snapshot, nothing to
@@ -236,13 +274,15 @@ def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version
         expected_wal_bytes=sizing.expected_wal_bytes(config, workload),
         expected_dataset_bytes=sizing.expected_dataset_bytes(config, workload),
         image_size_bytes=(sizing.image_size_bytes(config, system, workload, policy)
-                          if testbed == "bare" else None))
+                          if testbed == "bare" and named is None else None))
     bin_dir = p.redis_build(build_system(system), version) / "bin"
     ycsb_dir = p.ycsb_build(ycsb_version) if workload == "ycsb-a" else None
     if testbed == "vm":
         needs = (paths.BOX_PATTERN,)
     else:
         needs = (str((bin_dir / "redis-server").relative_to(p.build_dir)),)
+        if named is not None and named.roofline.enabled and logs:
+            needs += (str(Path(named.fio_bin).relative_to(p.build_dir)),)
         if ycsb_dir is not None:
             needs += (paths.YCSB_BUILD_RECORD_PATTERN.format(version=ycsb_version),)
     filesystem = SYSTEM_FILESYSTEM.get(system)
@@ -259,8 +299,7 @@ def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version
         sizing=derived,
         slimio=(_slimio(config, system, testbed, workload, policy)
                 if is_slimio(system) else None),
-        bare=(Bare(filesystem=filesystem or config["testbeds"]["bare"]["filesystem"],
-                   direct_io=config["testbeds"]["bare"]["direct_io"])
+        bare=(_bare(config, filesystem, named, logs and roofline)
               if testbed == "bare" else None),
         vm=(_vm(config, profile, roofline=logs and roofline, filesystem=filesystem)
             if testbed == "vm" else None),

@@ -352,13 +352,18 @@ def _repo_tar(files: list[str] = GUEST_REPO_FILES,
 
 
 def guest_plan(plan: CellPlan) -> CellPlan:
-    """The cell's plan as the guest sees it: the builds baked into the box."""
+    """The cell's plan as the guest sees it: the builds baked into the box (also for a bare
+    cell on a device, which a VM test runs in a guest whose namespace stands in for it)."""
     bin_dir = Path(plan.redis_bin_dir)
+    bare = plan.bare
+    if bare is not None and bare.device is not None:
+        bare = dataclasses.replace(bare, device=dataclasses.replace(
+            bare.device, fio_bin=layout.GUEST_FIO))
     return dataclasses.replace(
         plan, redis_bin_dir=f"{GUEST_BUILD_DIR}/{bin_dir.parent.parent.name}/"
                             f"{bin_dir.parent.name}/bin",
         ycsb_dir=(f"{GUEST_BUILD_DIR}/ycsb/{Path(plan.ycsb_dir).name}"
-                  if plan.ycsb_dir else None))
+                  if plan.ycsb_dir else None), bare=bare)
 
 
 def boot_files(box_file: Path, vm_dir: Path) -> dict:
