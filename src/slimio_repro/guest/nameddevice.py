@@ -238,8 +238,12 @@ def problems(facts: Facts, i_own_this_device: str | None, system: str | None = N
         out.append(f"{dev} holds this machine's root file system: the framework never "
                    "writes it; name another namespace")
     elif facts.mountpoints:
-        out.append(f"{dev} is in use (mounted at {', '.join(facts.mountpoints)}): unmount "
-                   "it (and swapoff) first; the framework never writes a device in use, "
+        mounts = [m for m in facts.mountpoints if m != "[SWAP]"]
+        undo = "; ".join([f"umount {m}" for m in mounts]
+                         + (["swapoff " + dev] if "[SWAP]" in facts.mountpoints else []))
+        out.append(f"{dev} is in use (mounted at {', '.join(facts.mountpoints)}): `{undo}` "
+                   "first (an interrupted cell leaves its file system mounted in its "
+                   "<cell>.partial/mnt); the framework never writes a device in use, "
                    "even one testbeds.bare.i_own_this_device names")
     held = [c for c in facts.children if c["type"] != "part"]
     if held:
