@@ -9,7 +9,9 @@ from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro import paths
 
-PROFILES = ["smoke", "ci", "paper"]
+PROFILES = sorted(p.stem for p in (paths.CONFIG_DIR / "profiles").glob("*.yaml"))
+# The profiles of the whole matrix (the others are experiments on a part of it: gc*).
+MATRIX_PROFILES = ["smoke", "ci", "paper"]
 
 
 def load(*overrides: dict) -> dict:
@@ -32,6 +34,8 @@ def test_every_profile_is_valid(profile):
     cfg = configmod.load([paths.CONFIG_DIR / "config.yaml",
                           paths.CONFIG_DIR / "profiles" / f"{profile}.yaml"])
     assert cfg["profile"] == profile
+    # And it plans (the checks that need the builds or FEMU's binary aside).
+    assert configmod.make(cfg, host=BIG_HOST, check_sources=False).cells
 
 
 def test_paper_profile_has_the_papers_parameters():
@@ -126,7 +130,7 @@ def test_uncoercible_string_is_still_an_error():
         load({"matrix": {"repetitions": "many"}})
 
 
-@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("profile", MATRIX_PROFILES)
 def test_every_profile_runs_every_system_its_testbeds_can(profile):
     """All three systems where a VM runs them; the nightly's bare-only ci profile has no
     slimio-nofdp (passthru without placement needs the vm testbed's namespace). Every
