@@ -5,9 +5,9 @@ guest exactly as on bare metal (``python3 -m slimio_repro.guest run-cell`` with 
 made on this host from the facts the guest read of its device). Covered: the refusals at
 planning and before the first write (a foreign file system, the override, a mounted device,
 a partition table, the root disk, another device than the one planned), then a baseline cell
-(F2FS made on the namespace) and a slimio cell (passthru with FDP placement), parsed here into
-records with the device's FDP statistics, trace and roofline. Needs root, libvirt and Vagrant
-(make setup-host)."""
+(F2FS made on the namespace), a slimio cell (passthru with FDP placement) and a baseline-ext4
+cell (EXT4 made on it), parsed here into records with the device's FDP statistics, trace and
+roofline. Needs root, libvirt and Vagrant (make setup-host)."""
 
 import json
 import os
@@ -30,8 +30,9 @@ pytestmark = pytest.mark.e2e
 NAMESPACE = "/dev/nvme0n1"
 BASELINE = "bare-baseline-redis-benchmark-periodical-r1"
 SLIMIO = "bare-slimio-redis-benchmark-periodical-r1"
+EXT4 = "bare-baseline-ext4-redis-benchmark-periodical-r1"
 TINY_BARE = {
-    "matrix": {"testbeds": ["bare"], "systems": ["baseline", "slimio"],
+    "matrix": {"testbeds": ["bare"], "systems": ["baseline", "baseline-ext4", "slimio"],
                "policies": ["periodical"], "repetitions": 1},
     "workloads": {"redis-benchmark": {"requests": 6000, "keyspace": 2000}},
     "server": {"sampler_interval_s": 0.25},
@@ -207,6 +208,15 @@ def test_a_named_device_is_refused_unless_blank_owned_and_unused_then_cells_run_
     assert record["slimio_backend"] == "nvme" and record["slimio_device"] == "/dev/ng0n1"
     assert record["nvme_trace_placement_ok"] and record["recovery_verified"]
     assert record["nvme_trace_placement_ids"] != "none"
+
+    # EXT4 on the same namespace (baseline-ext4), over what SlimIO left.
+    rc, out = guest.run_cell(plan.cell(EXT4), tmp_path / EXT4)
+    assert rc == 0, out[-4000:]
+    record, _ = parse_cell(tmp_path / EXT4)
+    assert record["filesystem"] == "ext4" and record["recovery_verified"]
+    assert record["fdp_host_bytes_written"] >= record["nvme_trace_write_bytes"] > 0
+    provision = json.loads((tmp_path / EXT4 / layout.RAW_PROVISION).read_text())
+    assert f"mkfs.ext4 -F -q -L slimio-repro {NAMESPACE}" in provision["changed"]
 
     # A partition table: refused without the override.
     # (The whole first sector: libblkid takes an MBR whose other entries hold SlimIO's bytes
