@@ -284,9 +284,13 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     _write_json(partial / layout.RAW_EVENTS, events)
     _write_json(partial / layout.RAW_DEVICE_STATS, device)
     _write_json(partial / layout.RAW_PROVENANCE, prov)
-    for scratch in ("mnt", "scratch"):
-        if (partial / scratch).is_dir():
-            shutil.rmtree(partial / scratch)
+    # The mount point is empty by now (rmdir, never rmtree: a file system still mounted
+    # there fails the cell instead of being emptied); a named device's scratch holds the
+    # SlimIO cell's own small files.
+    if (partial / "mnt").is_dir():
+        (partial / "mnt").rmdir()
+    if (partial / "scratch").is_dir():
+        shutil.rmtree(partial / "scratch")
     (partial / layout.RAW_COMPLETE).write_text(prov["utc_end"] + "\n")
     partial.rename(out_dir)
     return out_dir
