@@ -37,6 +37,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from . import fdp, layout
+from .provision import CTRATT_FDPS, MKFS_FORCE, MOUNT_OPTIONS, mkfs_options
 from .cellplan import NamedDevice, Slimio, is_slimio, on_file_system
 from .vmstorage import GuestError, run_tool
 
@@ -44,10 +45,6 @@ from .vmstorage import GuestError, run_tool
 # it was left by a cell of this framework, and the next cell may format over it.
 OWN_LABEL = "slimio-repro"
 LABEL_OPTION = {"f2fs": "-l", "ext4": "-L"}
-MKFS_FORCE = {"f2fs": ("-f",), "ext4": ("-F", "-q")}
-MOUNT_OPTIONS = "noatime"
-# Identify Controller CTRATT bit 19: Flexible Data Placement supported.
-CTRATT_FDPS = 1 << 19
 NAMESPACE_NAME = re.compile(r"nvme(?P<ctrl>\d+)n(?P<ns>\d+)")
 # What the root file system's mount point looks like in lsblk's MOUNTPOINTS.
 ROOT = "/"
@@ -314,7 +311,7 @@ def settings(facts: Facts, i_own_this_device: str | None, filesystem: str, roofl
 
 
 def mkfs_command(filesystem: str, path: str) -> list[str]:
-    return [f"mkfs.{filesystem}", *MKFS_FORCE[filesystem], LABEL_OPTION[filesystem],
+    return [f"mkfs.{filesystem}", *mkfs_options(filesystem), LABEL_OPTION[filesystem],
             OWN_LABEL, path]
 
 
