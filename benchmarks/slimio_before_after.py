@@ -22,7 +22,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from slimio_repro.guest.server import RedisServer, free_port
+from slimio_repro.agent.server import RedisServer, free_port
 
 MIB = 1 << 20
 

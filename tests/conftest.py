@@ -40,7 +40,7 @@ def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
                 rewrite_percentage: int = 100, rewrite_min_size: int = 64 << 20):
     """A redis-server of ``bin_dir`` on a free port with its data, conf and log in
     ``directory``; started (shut it down with ``.shutdown()``)."""
-    from slimio_repro.guest.server import RedisServer, free_port, render_conf
+    from slimio_repro.agent.server import RedisServer, free_port, render_conf
     port = free_port()
     render_conf(directory / "redis.conf", port=port, data_dir=directory,
                 log_file=directory / "redis.log", appendfsync=appendfsync,
@@ -178,7 +178,7 @@ def fixture_results(tmp_path_factory) -> Path:
     # the guest's packages only (no pandas, no matplotlib).
     from slimio_repro import claims, report
     from slimio_repro.aggregate import plot, tables
-    from slimio_repro.parse import cell as parse
+    from slimio_repro.parse import record as parse
 
     results = tmp_path_factory.mktemp("report") / "results"
     (results / "cells").mkdir(parents=True)

@@ -6,7 +6,8 @@ import pytest
 
 from conftest import CELL_FIXTURES
 from slimio_repro.aggregate import tables as aggregate
-from slimio_repro.parse import cell as parse
+from slimio_repro.bound import BOUND_METRIC
+from slimio_repro.parse import record as parse
 
 
 @pytest.fixture
@@ -341,7 +342,7 @@ def test_ratios_include_slimio_without_fdp_and_waf(vm_records, tmp_path):
 
 
 def test_runtime_rps_figures_need_all_their_systems():
-    from slimio_repro.guest import Cell
+    from slimio_repro.plan import Cell
     cells = [Cell(t, s, "redis-benchmark", p, r) for t in ("bare", "vm")
              for s in ("slimio", "baseline") for p in ("always", "periodical") for r in (1, 2)]
     assert aggregate.runtime_rps_figure_cells(cells, "fig4_runtime_rps") == []
@@ -408,11 +409,11 @@ def test_the_bound_gives_every_rps_ratio_its_ceiling(side_by_side, tmp_path):
     table = pd.read_csv(tmp_path / "t" / "table3_ratios.csv")
     assert set(table.system) == {"slimio"} and set(table.policy) == {"periodical", "always"}
     for _, row in table.iterrows():
-        if row.metric not in aggregate.BOUND_OF:
+        if row.metric not in BOUND_METRIC:
             assert pd.isna(row.bound_mean) and pd.isna(row.bound_to_baseline)
             continue
         top, n = _mean(bound, "nopersist", "none", "redis-benchmark",
-                       aggregate.BOUND_OF[row.metric])
+                       BOUND_METRIC[row.metric])
         base, _ = _mean(side_by_side, "baseline", row.policy, "redis-benchmark", row.metric)
         system, _ = _mean(side_by_side, "slimio", row.policy, "redis-benchmark", row.metric)
         assert row.bound_n == n == 2 and row.bound_mean == pytest.approx(top)

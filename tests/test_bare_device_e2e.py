@@ -1,7 +1,7 @@
 """The bare testbed on a named NVMe namespace (testbeds.bare.device), for real: this machine
 has no NVMe SSD, so one of our VMs stands in for the machine that has one. Its emulated FDP
 namespace (QEMU, the default device profile) is the user's SSD; the cell's code runs in the
-guest exactly as on bare metal (``python3 -m slimio_repro.guest run-cell`` with a bare plan,
+guest exactly as on bare metal (``python3 -m slimio_repro.agent run-cell`` with a bare plan,
 made on this host from the facts the guest read of its device). Covered: the refusals at
 planning and before the first write (a foreign file system, the override, a mounted device,
 a partition table, the root disk, another device than the one planned), then a baseline cell
@@ -21,7 +21,7 @@ import pytest
 
 from conftest import built_box
 from slimio_repro import paths
-from slimio_repro.guest import layout, nameddevice
+from slimio_repro.agent import layout, nameddevice
 from slimio_repro.parse import parse_cell
 from slimio_repro.testbed import vm
 
@@ -44,7 +44,7 @@ TINY_BARE = {
 class Guest:
     """The stand-in machine: a VM with the default device profile's FDP namespace."""
 
-    def __init__(self, machine: vm.Vm):
+    def __init__(self, machine: vm.RunningVm):
         self.machine = machine
 
     def sh(self, command: str, check: bool = True) -> subprocess.CompletedProcess:

@@ -11,7 +11,7 @@ import pytest
 from conftest import VENV_BIN
 from slimio_repro import paths
 from slimio_repro import plan as planmod
-from slimio_repro.guest import bench as guest_bench
+from slimio_repro.agent import bench_runs as guest_bench
 from slimio_repro.plan import sizing
 from slimio_repro.run import bench
 
@@ -124,7 +124,7 @@ def test_always_log_is_held_against_one_durable_write_of_its_mean_batch(config, 
                                                                        tmp_path):
     """The bound's arithmetic: the mean batch's WAL blocks plus the tail block it rewrites,
     written durably one at a time; the run's SETs per batch over fio's mean latency."""
-    from slimio_repro.guest import roofline
+    from slimio_repro.agent import roofline
     seen = {}
 
     def fake_measure(fio_bin, target, rw, out_json, **kw):
@@ -181,7 +181,7 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
 
 
 def test_the_no_io_bounds_refuse_a_directory_that_is_not_in_memory():
-    from slimio_repro.guest import inmemory
+    from slimio_repro.agent import inmemory
     assert inmemory.fs_type(inmemory.MEMORY_ROOT) == "tmpfs"
     with inmemory.memory_dir("t-") as mem:
         assert inmemory.fs_type(mem) == "tmpfs" and mem.is_dir()

@@ -18,7 +18,7 @@ from slimio_repro import ftl, paths
 from slimio_repro import motivation
 from slimio_repro.aggregate import tables
 from slimio_repro.claims import catalog, judge, regress, render, stats
-from slimio_repro.parse.motivation import parse_motivation_cell
+from slimio_repro.parse.motivation_records import parse_motivation_cell
 
 
 def test_claims_file_has_sixty_claims_each_with_a_reasoned_tolerance():

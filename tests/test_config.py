@@ -4,7 +4,7 @@ import subprocess
 
 import pytest
 
-from slimio_repro.guest import Cell, Placement, build_system
+from slimio_repro.plan import Cell, Placement, build_system
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro import paths

@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, VENV_BIN, plan_of, require_root, snakemake, start_redis
-from slimio_repro.guest import Cell, RedisBenchmark
-from slimio_repro.guest import layout
-from slimio_repro.guest import benchmark
-from slimio_repro.guest import cell
-from slimio_repro.guest import fsimage
+from slimio_repro.plan import Cell, RedisBenchmark
+from slimio_repro.agent import layout
+from slimio_repro.agent import benchmark
+from slimio_repro.agent import run_cell as cell
+from slimio_repro.agent import fsimage
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro import paths

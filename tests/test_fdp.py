@@ -6,8 +6,8 @@ import json
 import pytest
 
 from conftest import FIXTURES
-from slimio_repro.guest import fdp
-from slimio_repro.guest.fdp import FdpError
+from slimio_repro.agent import fdp
+from slimio_repro.agent.fdp import FdpError
 
 VM = FIXTURES / "vm"
 

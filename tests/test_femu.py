@@ -15,7 +15,7 @@ import pytest
 from slimio_repro import ftl
 from slimio_repro.ftl import gccheck, theory
 from slimio_repro.ftl import trace as tr
-from slimio_repro.guest import femulog, overwrite
+from slimio_repro.agent import femulog, overwrite
 
 FIXTURES = Path(__file__).parent / "fixtures" / "femu"
 

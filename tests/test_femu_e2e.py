@@ -11,7 +11,7 @@ import pytest
 
 from conftest import VENV_BIN, require_root, snakemake
 from slimio_repro import paths
-from slimio_repro.guest import fdp, layout
+from slimio_repro.agent import fdp, layout
 from slimio_repro.plan.device import load_device_profile
 from slimio_repro.testbed import vm
 

@@ -12,7 +12,8 @@ from conftest import CELL_FIXTURES, plan_of
 from slimio_repro import paths
 from slimio_repro import plan as planmod
 from slimio_repro.plan import ConfigError, Host
-from slimio_repro.guest import CellPlan, layout
+from slimio_repro.agent import layout
+from slimio_repro.plan import CellPlan
 from slimio_repro.plan import jobs
 
 MIB = 1 << 20

@@ -14,9 +14,9 @@ import pytest
 
 from slimio_repro import paths, plan as planmod
 from slimio_repro.motivation import outputs as agg
-from slimio_repro.guest import CellPlan
-from slimio_repro.parse.cell import ParseError
-from slimio_repro.parse.motivation import parse_motivation_cell
+from slimio_repro.plan import CellPlan
+from slimio_repro.parse.record import ParseError
+from slimio_repro.parse.motivation_records import parse_motivation_cell
 
 FIXTURES = Path(__file__).parent / "fixtures" / "motivation"
 RAW = {s: FIXTURES / f"vm-{s}-motivation-r1" for s in ("baseline", "baseline-ext4", "slimio")}

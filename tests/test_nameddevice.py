@@ -1,4 +1,4 @@
-"""What the bare testbed refuses of a named NVMe namespace (guest/nameddevice.py), judged on
+"""What the bare testbed refuses of a named NVMe namespace (agent/nameddevice.py), judged on
 check-device reports of a real emulated FDP namespace in each state (captured in a VM by
 tests/fixtures/nameddevice/capture.sh), and the plan made from them."""
 
@@ -10,7 +10,7 @@ import pytest
 from conftest import FIXTURES, plan_of
 from slimio_repro import plan as planmod
 from slimio_repro import paths
-from slimio_repro.guest import nameddevice
+from slimio_repro.agent import nameddevice
 
 STATES = FIXTURES / "nameddevice"
 DEVICE = "/dev/nvme0n1"

@@ -15,7 +15,7 @@ import sys
 import pytest
 
 from conftest import CELL_FIXTURES, FIXTURES
-from slimio_repro.guest import layout
+from slimio_repro.agent import layout
 from slimio_repro.parse import nvmetrace
 from slimio_repro.parse.nvmetrace import NvmeCommand, TraceError
 
@@ -31,8 +31,22 @@ def test_dd_write_line_is_decoded():
     assert cmd == NvmeCommand(
         timestamp_s=149.081148, task="dd", cpu=0, disk="nvme0c0n1", qid=1, cid=40980, nsid=1,
         opcode="nvme_cmd_write", slba=74754, blocks=128, dtype=0, dspec=0, fua=False, pid=766,
-        controller="nvme0")
+        controller="nvme0", ctrl=0)
     assert cmd.placement_id is None
+
+
+# Dataset Management as drivers/nvme/host/trace.c prints it (nvme_trace_dsm): the range
+# count, 0-based, and the attributes (4 = deallocate), not the ranges.
+DSM = ("     f2fs_discard-259:0-251 [001] .....    53.164403: nvme_setup_cmd: nvme0: "
+       "disk=nvme0n1, qid=2, cmdid=45120, nsid=1, flags=0x0, meta=0x0, "
+       "cmd=(nvme_cmd_dsm nr=2, attributes=4)")
+
+
+def test_dsm_line_gives_its_range_count_and_no_range():
+    cmd = nvmetrace.parse_line(DSM)
+    assert (cmd.opcode, cmd.dsm_ranges, cmd.slba, cmd.blocks) == ("nvme_cmd_dsm", 3, None, None)
+    with pytest.raises(TraceError, match="nr=, attributes="):
+        nvmetrace.parse_line(DSM.replace("nr=2, attributes=4", "ranges=?"))
 
 
 def test_non_event_lines_are_skipped():

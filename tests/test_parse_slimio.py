@@ -12,7 +12,7 @@ from statistics import mean
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro.parse import cell as parse
+from slimio_repro.parse import record as parse
 
 RAW = CELL_FIXTURES / "bare-slimio-redis-benchmark-periodical-r1"
 # Redis's log line: "<pid>:<role> <day> <mon> <year> <hh:mm:ss.mmm> <level> <message>".

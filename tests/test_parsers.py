@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from conftest import CELL_FIXTURES, FIXTURES
-from slimio_repro.guest import layout
-from slimio_repro.guest import benchmark
-from slimio_repro.parse import cell as parse
+from slimio_repro.agent import layout
+from slimio_repro.agent import benchmark
+from slimio_repro.parse import record as parse
 from slimio_repro import paths
-from slimio_repro.guest import redislog
+from slimio_repro.agent import redislog
 
 PERIODICAL = CELL_FIXTURES / "bare-baseline-redis-benchmark-periodical-r1"
 ALWAYS = CELL_FIXTURES / "bare-baseline-redis-benchmark-always-r1"

@@ -12,7 +12,7 @@ import pytest
 from conftest import REPO, snakemake
 from slimio_repro import paths
 from slimio_repro import plan as planmod
-from slimio_repro.guest import CellPlan
+from slimio_repro.plan import CellPlan
 
 
 def test_schema_defaults_equal_config_yaml():

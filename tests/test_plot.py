@@ -13,7 +13,7 @@ import yaml
 
 from conftest import CELL_FIXTURES, FIXTURES
 from slimio_repro import paths
-from slimio_repro.parse import cell as parse
+from slimio_repro.parse import record as parse
 from slimio_repro.aggregate import plot, tables
 
 CELLS = {"baseline": "bare-baseline-redis-benchmark-periodical-r1",

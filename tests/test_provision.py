@@ -1,4 +1,4 @@
-"""A vm cell's provisioning judges the guest and its device (guest.provision.problems) on the
+"""A vm cell's provisioning judges the guest and its device (agent.provision.problems) on the
 facts read in a real guest: nvme-cli's FDP configuration and handle status captured from
 QEMU's emulated FDP SSD (tests/fixtures/cells/vm-slimio-...), and each kind of mismatch is
 named. The whole path (gather, prepare: mkfs.f2fs, mount, scheduler) runs in every VM cell of
@@ -9,16 +9,16 @@ import dataclasses
 import pytest
 
 from conftest import CELL_FIXTURES, cell_plan
-from slimio_repro.guest import fdp, layout, provision
+from slimio_repro.agent import fdp, layout, provision
 
 VM_CELL = CELL_FIXTURES / "vm-slimio-redis-benchmark-periodical-r1"
 BOX_ID = "e7b64aedc0b3" + "0" * 52
 KERNEL = "6.12.95+deb12-amd64"
 
 
-def captured_facts(**changes) -> provision.Facts:
+def captured_facts(**changes) -> provision.GuestFacts:
     """The facts of a fresh guest as nvme-cli printed them in the captured VM cell."""
-    facts = provision.Facts(
+    facts = provision.GuestFacts(
         box_id=BOX_ID, kernel=KERNEL, namespace="/dev/nvme0n1", namespace_is_block=True,
         logical_block_size_bytes=4096, ctratt=provision.CTRATT_FDPS | 0x10,
         fdp_configs=tuple(fdp.parse_configs((VM_CELL / layout.RAW_FDP_CONFIGS).read_text())),

@@ -9,8 +9,9 @@ import pytest
 
 from conftest import cell_plan
 from slimio_repro.plan import sizing as cells
-from slimio_repro.guest import Placement, slimio
-from slimio_repro.guest.server import render_conf
+from slimio_repro.agent import slimio
+from slimio_repro.plan import Placement
+from slimio_repro.agent.server import render_conf
 
 COMMON = dict(port=6390, data_dir="/mnt/data", log_file="/raw/redis.log",
               appendfsync="everysec", auto_aof_rewrite_percentage=1,

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from slimio_repro.guest import layout
-from slimio_repro.guest import fdp
+from slimio_repro.agent import layout
+from slimio_repro.agent import fdp
 from slimio_repro import paths
-from slimio_repro.guest import roofline
+from slimio_repro.agent import roofline
 
 VM_FIXTURES = Path(__file__).parent / "fixtures" / "vm"
 FIO_REPORT = VM_FIXTURES / "fio-roofline.json"

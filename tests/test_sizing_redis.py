@@ -18,7 +18,7 @@ import time
 import pytest
 
 from conftest import cell_plan, start_redis
-from slimio_repro.guest import benchmark
+from slimio_repro.agent import benchmark
 from slimio_repro.plan import ConfigError
 
 CELL = "bare-baseline-redis-benchmark-periodical-r1"

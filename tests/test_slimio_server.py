@@ -27,8 +27,8 @@ from pathlib import Path
 import pytest
 import redis
 
-from slimio_repro.guest import inmemory
-from slimio_repro.guest.server import RedisServer, ServerError, free_port, processes
+from slimio_repro.agent import inmemory
+from slimio_repro.agent.server import RedisServer, ServerError, free_port, processes
 from conftest import REPO, first_data
 
 MIB = 1024 * 1024

@@ -13,7 +13,7 @@ import subprocess
 import pytest
 
 from slimio_repro import paths
-from slimio_repro.guest.server import RedisServer, free_port, render_conf
+from slimio_repro.agent.server import RedisServer, free_port, render_conf
 from conftest import first_data
 
 

@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 
 from conftest import REPO, VENV_BIN, require_root, snakemake
-from slimio_repro.guest import Cell, layout
+from slimio_repro.agent import layout
+from slimio_repro.plan import Cell
 
 pytestmark = pytest.mark.e2e
 

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 
 from slimio_repro.aggregate import tables
-from slimio_repro.guest import layout, phases
-from slimio_repro.guest.cellplan import Cell
-from slimio_repro.parse import cell as parse
+from slimio_repro.agent import layout, phases
+from slimio_repro.plan.cellplan import Cell
+from slimio_repro.parse import record as parse
 from slimio_repro.run import progress
 
 

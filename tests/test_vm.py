@@ -339,7 +339,7 @@ def test_the_sampler_sees_a_busy_thread(tmp_path):
         end = time.monotonic() + seconds
         while time.monotonic() < end:
             pass
-    sampler = hostcpu.Sampler(os.getpid(), tmp_path / "cpu.csv", interval_s=0.1).start()
+    sampler = hostcpu.HostCpuSampler(os.getpid(), tmp_path / "cpu.csv", interval_s=0.1).start()
     time.sleep(0.3)
     start = time.time()
     worker = threading.Thread(target=spin, args=(1.0,))

@@ -17,9 +17,9 @@ import sys
 import pytest
 
 from conftest import REPO, built_box, require_root, snakemake
-from slimio_repro.guest import layout
-from slimio_repro.guest import Cell
-from slimio_repro.guest import fdp
+from slimio_repro.agent import layout
+from slimio_repro.plan import Cell
+from slimio_repro.agent import fdp
 from slimio_repro.parse import nvmetrace
 from slimio_repro import paths
 from slimio_repro.testbed import vm
@@ -263,7 +263,7 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
     box = vm.ensure_box(box_file, vm_cfg.storage_pool, log)
     spec = vm.spec(plan, vm_dir, box, box_file, vm.boot_files(box_file, vm_dir),
                    vm.management_network()) | {"cell": SUITE_VM.id}
-    machine = vm.Vm(vm_dir, spec, log)
+    machine = vm.RunningVm(vm_dir, spec, log)
     try:
         machine.up()
         suite = f"{vm.GUEST_ROOT}/suite"
@@ -273,7 +273,7 @@ def test_slimio_suite_runs_against_ng0n1_in_a_vm(tmp_path):
         machine.ssh(f"sudo tee {suite}/plan.json >/dev/null",
                     stdin=vm.guest_plan(plan).to_json().encode())
         machine.ssh(f"cd / && sudo env PYTHONPATH={vm.GUEST_PYTHON_DIR}:{suite}/src python3 -m "
-                    f"slimio_repro.guest provision --plan-json {suite}/plan.json")
+                    f"slimio_repro.agent provision --plan-json {suite}/plan.json")
         bin_dir = (f"{vm.GUEST_BUILD_DIR}/"
                    f"{paths.REDIS_BUILD_PATTERN.format(system='slimio', version=cfg['redis']['version'])}"
                    "/bin")

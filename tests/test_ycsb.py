@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro.guest import layout
+from slimio_repro.agent import layout
 from slimio_repro.plan import sizing as cells
-from slimio_repro.parse import cell as parse
+from slimio_repro.parse import record as parse
 from slimio_repro import paths
-from slimio_repro.guest import YcsbA, ycsb
+from slimio_repro.agent import ycsb_client as ycsb
+from slimio_repro.plan import YcsbA
 
 CELL = CELL_FIXTURES / "bare-baseline-ycsb-a-periodical-r1"
 REFUSED = Path(__file__).parent / "fixtures" / "ycsb" / "refused-load.stdout.txt"
@@ -166,7 +167,7 @@ def test_the_java_version_recorded_is_what_java_says_without_starting_a_jvm():
     # about 1.4 s under TCG); it must read as `java -version`'s own first line.
     import shutil
     import subprocess
-    from slimio_repro.guest import provenance
+    from slimio_repro.agent import provenance
     if shutil.which("java") is None:
         pytest.fail("java is not installed: `make setup-host` installs it (YCSB's client)")
     said = subprocess.run(["java", "-version"], capture_output=True, text=True).stderr

@@ -12,9 +12,9 @@ import pytest
 
 from conftest import start_redis
 from slimio_repro import paths
-from slimio_repro.build import ycsb as ycsbbuild
-from slimio_repro.guest import ycsb
-from slimio_repro.guest.cellplan import YcsbA
+from slimio_repro.build import ycsb_binding as ycsbbuild
+from slimio_repro.agent import ycsb_client as ycsb
+from slimio_repro.plan.cellplan import YcsbA
 
 JUNIT_CLASSES = {"KeyCodecTest", "RedisStringClientTest", "YcsbClientEndToEndTest"}
 

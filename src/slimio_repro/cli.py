@@ -9,8 +9,9 @@ from pathlib import Path
 
 from . import paths
 from . import plan as planmod
-from .build import redis as build, sources
-from .guest import Cell, CellError, layout, overwrite, slimio
+from .build import redis as build_redis, sources
+from .agent import CellError, layout, overwrite, slimio
+from .plan import Cell
 
 
 def _config(args) -> dict:
@@ -54,7 +55,7 @@ def cmd_fetch_source(args) -> int:
 
 
 def cmd_build_redis(args) -> int:
-    record = build.build_redis(args.system, args.version, Path(args.tarball),
+    record = build_redis.build_redis(args.system, args.version, Path(args.tarball),
                                Path(args.output_dir), args.jobs, Path(args.log))
     print(json.dumps(record, indent=2))
     return 0
@@ -292,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tarball-dir", action="append", default=[])
     p.set_defaults(func=cmd_fetch_source)
     p = sub.add_parser("build-redis", help="build Redis from a verified tarball")
-    p.add_argument("--system", default="baseline", choices=build.SYSTEMS)
+    p.add_argument("--system", default="baseline", choices=build_redis.SYSTEMS)
     p.add_argument("--version", required=True)
     p.add_argument("--tarball", required=True)
     p.add_argument("--output-dir", required=True)
@@ -421,7 +422,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     try:
         return args.func(args)
-    except (planmod.ConfigError, sources.SourceError, build.BuildError,
+    except (planmod.ConfigError, sources.SourceError, build_redis.BuildError,
             CellError, slimio.SlimioError, KeyError, ValueError, RuntimeError) as exc:
         print(f"slimio-repro: error: {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Every path the framework reads or writes on the host, in one place.
 
 What a cell writes into its raw directory, and the box's paths, are named by the code that
-writes them, in :mod:`slimio_repro.guest.layout`.
+writes them, in :mod:`slimio_repro.agent.layout`.
 
 Snakemake rules use the ``*_PATTERN`` strings (with ``{wildcards}``); Python code uses the
 :class:`Paths` methods, which format the same patterns, so the two can never disagree.
@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from .guest import layout as _guest
+from .agent import layout as _guest
 
 # The guest owns these (it runs with its own copy of the repository); named here too.
 REPO_ROOT = _guest.REPO_ROOT
@@ -40,7 +40,7 @@ BOX_SCRIPT = BOX_DIR / "build_box.sh"
 BOX_PACKAGES = BOX_DIR / "packages.txt"
 BOX_GUEST_REQUIREMENTS = BOX_DIR / "requirements-guest.txt"
 # fio for the device roofline: pinned (testbed/box/fio.yaml), built on the host, baked into the
-# box at guest.layout.GUEST_FIO.
+# box at agent.layout.GUEST_FIO.
 FIO_PIN = BOX_DIR / "fio.yaml"
 # Our YCSB binding (a Maven project in YCSB's layout) and its workload files; built on the host
 # into YCSB_BUILD_PATTERN (lib/ = the binding, YCSB's core and their runtime jars; workloads/;

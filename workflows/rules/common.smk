@@ -5,14 +5,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from slimio_repro import guest as guestmod  # noqa: E402
 from slimio_repro import paths as pathsmod  # noqa: E402
 from slimio_repro import plan as planmod  # noqa: E402
 from slimio_repro import report as reportmod  # noqa: E402
 from slimio_repro.aggregate import tables as aggregatemod  # noqa: E402
 from slimio_repro.build import fio as fiomod  # noqa: E402
-from slimio_repro.build import redis as buildmod  # noqa: E402
-from slimio_repro.build import ycsb as ycsbmod  # noqa: E402
+from slimio_repro.build import redis as build_redis  # noqa: E402
+from slimio_repro.build import ycsb_binding as ycsbmod  # noqa: E402
 from slimio_repro.claims import catalog as claimsmod  # noqa: E402
 from slimio_repro.plan import jobs as jobsmod  # noqa: E402
 
@@ -109,9 +108,9 @@ def cell_resource(name, pattern=pathsmod.CELL_ID_PATTERN):
 
 wildcard_constraints:
     testbed="|".join(config["matrix"]["testbeds"]),
-    system="|".join(guestmod.SYSTEMS),
-    workload="|".join(guestmod.WORKLOADS),
-    policy="|".join(guestmod.POLICY_APPENDFSYNC),
+    system="|".join(planmod.SYSTEMS),
+    workload="|".join(planmod.WORKLOADS),
+    policy="|".join(planmod.POLICY_APPENDFSYNC),
     rep=r"\d+",
     version=r"\d+\.\d+\.\d+",
 
@@ -146,7 +145,7 @@ def cell_inputs(wildcards):
 
 def slimio_build_inputs(wildcards):
     """redis-slimio's sources, Makefile and the version's hook series: a change rebuilds."""
-    return [str(p) for p in buildmod.slimio_build_inputs(wildcards.version)]
+    return [str(p) for p in build_redis.slimio_build_inputs(wildcards.version)]
 
 
 def ftl_sequences():
@@ -154,7 +153,7 @@ def ftl_sequences():
     and write to it (the no-persistence bound writes nothing a model could amplify)."""
     seen = {}
     for c in CELLS:
-        if c.testbed == "vm" and guestmod.persists(c.system):
+        if c.testbed == "vm" and planmod.persists(c.system):
             key = dict(testbed=c.testbed, system=c.system, workload=c.workload, policy=c.policy)
             seen[tuple(key.values())] = key
     return list(seen.values())

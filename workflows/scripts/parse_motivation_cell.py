@@ -1,8 +1,8 @@
-"""Rule parse_motivation_cell: thin wrapper over slimio_repro.parse.motivation."""
+"""Rule parse_motivation_cell: thin wrapper over slimio_repro.parse.motivation_records."""
 import json
 from pathlib import Path
 
-from slimio_repro.parse.motivation import parse_motivation_cell
+from slimio_repro.parse.motivation_records import parse_motivation_cell
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):

@@ -1,5 +1,5 @@
 """Rule run_motivation_cell: thin wrapper over slimio_repro.run.run_cell, given the cell's
-plan (a motivation cell: testbed.vm runs guest.motivation in its VM)."""
+plan (a motivation cell: testbed.vm runs agent.motivation_cells in its VM)."""
 from pathlib import Path
 
 from slimio_repro import run

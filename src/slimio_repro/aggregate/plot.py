@@ -15,12 +15,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 import matplotlib.transforms as mtransforms  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from ..guest import POLICY_LABEL  # noqa: E402
-from .tables import RUNTIME_RPS_FIGURES, SYSTEM_LABEL, _paper_rows  # noqa: E402
+from ..labels import KIND_LABEL, POLICY_LABEL, SYSTEM_LABEL  # noqa: E402
+from .tables import RUNTIME_RPS_FIGURES, _paper_rows  # noqa: E402
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
-SHADE = {"wal_snapshot": ("tab:orange", "WAL-Snapshot"),
-         "on_demand_snapshot": ("tab:purple", "On-Demand-Snapshot")}
+SHADE = {"wal_snapshot": ("tab:orange", KIND_LABEL["wal_snapshot"]),
+         "on_demand_snapshot": ("tab:purple", KIND_LABEL["on_demand_snapshot"])}
 RPS_LABEL = "RPS (client, per 250 ms interval)"
 
 # The paper's numbers the figures are set beside: Table 3 (redis-benchmark) of

@@ -15,14 +15,14 @@ import pandas as pd
 import yaml
 
 from .. import paths
-from ..guest import NOPERSIST, POLICY_LABEL
-from ..guest import phases as cellphases
+from ..bound import BOUND_METRIC
+from ..labels import POLICY_LABEL, SYSTEM_LABEL
+from ..plan import NOPERSIST
+from ..agent import phases as cellphases
 
 GROUP = ["testbed", "system", "workload", "policy"]
 # Also the order of the rows: the baseline first, then the systems compared with it.
 # The no-persistence bound last: the ceiling the others are measured against.
-SYSTEM_LABEL = {"baseline": "Baseline", "slimio": "SlimIO", "slimio-nofdp": "SlimIO w/o FDP",
-                NOPERSIST: "No persistence (bound)"}
 
 # Table 3 of the paper: (column in our records, header in the paper, decimals).
 TABLE3_COLUMNS = [
@@ -80,12 +80,6 @@ TABLE3_RATIO_COLUMNS = [
     ("waf_modelled", "SSD WAF (modelled)", "lower"),
 ]
 TABLE4_RATIO_COLUMNS = TABLE3_RATIO_COLUMNS[:7] + [("get_p999_ms", "GET p999", "lower")]
-# The bound (DESIGN §5): the same workload on the same testbed with persistence off (system
-# nopersist). Its throughput is what no logging policy can beat, so each RPS metric has a
-# ceiling: metric -> the bound's metric it is held against (the bound takes no snapshot
-# during its workload: its WAL-only rate bounds the WAL&Snapshot phase too).
-BOUND_OF = {"rps_wal_only": "rps_wal_only", "rps_wal_snapshot": "rps_wal_only",
-            "rps_avg": "rps_avg"}
 TABLE5_RATIO_COLUMNS = [
     ("recovery_time_s", "Recovery Time", "lower"),
     ("recovery_mb_s", "Recovery I/O Throughput", "higher"),
@@ -271,7 +265,7 @@ def ratios(summary: pd.DataFrame, columns) -> pd.DataFrame:
     """Ratio of means, each system over the baseline of the same testbed, workload and policy.
 
     One row per (testbed, workload, policy, system, metric) with both means and both n. For
-    an RPS metric (:data:`BOUND_OF`), also the bound's mean and n (system nopersist, same
+    an RPS metric (:data:`slimio_repro.bound.BOUND_METRIC`), also the bound's mean and n (system nopersist, same
     testbed and workload), the bound over the baseline (the most any system can gain on
     it: a ratio above that is impossible on this testbed), and the system's and the
     baseline's fraction of the bound; None where the matrix has no nopersist cells.
@@ -287,7 +281,7 @@ def ratios(summary: pd.DataFrame, columns) -> pd.DataFrame:
             for metric, _, better in columns:
                 base_mean = ref[f"{metric}_mean"].iloc[0] if len(ref) else None
                 mean = row[f"{metric}_mean"]
-                bound_metric = BOUND_OF.get(metric)
+                bound_metric = BOUND_METRIC.get(metric)
                 bound_mean = bound_n = None
                 if bound_metric is not None and len(bound):
                     bound_mean = bound[f"{bound_metric}_mean"].iloc[0]
@@ -348,7 +342,7 @@ def ratio_markdown(table: pd.DataFrame, columns, title: str, paper_table: str,
         def rate(v):
             return "n/a" if v is None or pd.isna(v) else f"{v:.3f}"
         ref = paper.get((r.policy, r.system, r.metric), paper.get((None, r.system, r.metric)))
-        has_bound = r.metric in BOUND_OF
+        has_bound = r.metric in BOUND_METRIC
         lines.append(
             f"| {POLICY_LABEL.get(r.policy, r.policy)} | {SYSTEM_LABEL.get(r.system, r.system)} "
             f"| {r.testbed} | {labels[r.metric]} ({r.metric}) | {r.better} "

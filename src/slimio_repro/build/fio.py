@@ -30,7 +30,7 @@ from pathlib import Path
 import yaml
 
 from .. import paths
-from . import redis as build_mod
+from . import redis as build_redis
 from . import sources
 
 # The oldest fio whose io_uring_cmd engine does FDP placement (fdp=1, fdp_pli=).
@@ -190,9 +190,9 @@ def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
                                 f"configure script: {[t.name for t in trees]}")
         src = trees[0]
         configure = ["./configure", *CONFIGURE_FLAGS]
-        build_mod.run_logged(configure, src, log, FioBuildError)
+        build_redis.run_logged(configure, src, log, FioBuildError)
         make = ["make", f"-j{jobs}", "fio"]
-        build_mod.run_logged(make, src, log, FioBuildError)
+        build_redis.run_logged(make, src, log, FioBuildError)
         bin_dir = work / "bin"
         bin_dir.mkdir()
         shutil.copy2(src / "fio", bin_dir / "fio")
@@ -210,7 +210,7 @@ def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
         "build_time_s": round(time.monotonic() - started, 1),
         "host_kernel": platform.release(),
         "host_machine": platform.machine(),
-        "compiler": build_mod.tool_version(["cc", "--version"]),
+        "compiler": build_redis.tool_version(["cc", "--version"]),
         "needed_libraries": needed_libraries(bin_dir / "fio"),
         "engines_checked": list(REQUIRED_ENGINES),
     }

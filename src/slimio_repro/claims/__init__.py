@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimio_repro.claims import catalog, decide, judge, regress, render, stats
-from slimio_repro.claims.judge import node_classes, number
-from slimio_repro.claims.render import band_text, ci_text, paper_text
+from . import catalog, decide, judge, regress, render, stats
+from .judge import node_classes, number
+from .render import band_text, ci_text, paper_text
 
 __all__ = ["catalog", "decide", "judge", "regress", "render", "stats", "judge_run",
            "node_classes", "number", "band_text", "ci_text", "paper_text"]

@@ -9,15 +9,12 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from slimio_repro import paths
+from .. import paths
+from ..labels import POLICY_LABEL, SYSTEM_LABEL
 
 SCHEMA = paths.CLAIMS_SCHEMA
 CLAIMS = paths.CLAIMS_FILE
 
-SYSTEM_LABELS = {"baseline": "Baseline", "slimio": "SlimIO", "slimio-nofdp": "SlimIO w/o FDP",
-                 "baseline-ext4": "Baseline (EXT4)", "nopersist": "No persistence (bound)"}
-POLICY_LABELS = {"periodical": "Periodical-Log", "always": "Always-Log",
-                 "none": "No persistence"}
 
 
 class ClaimsError(ValueError):
@@ -34,8 +31,8 @@ class Term:
     policy: str | None = None
 
     def label(self) -> str:
-        where = f"{self.workload}, {POLICY_LABELS[self.policy]}" if self.policy else self.workload
-        return f"{SYSTEM_LABELS[self.system]} {self.metric} ({where})"
+        where = f"{self.workload}, {POLICY_LABEL[self.policy]}" if self.policy else self.workload
+        return f"{SYSTEM_LABEL[self.system]} {self.metric} ({where})"
 
 
 @dataclasses.dataclass(frozen=True)

@@ -27,9 +27,9 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from slimio_repro import paths
-from slimio_repro.claims import catalog, judge, stats
-from slimio_repro.claims.judge import UNDECIDED, Verdict
+from .. import paths
+from . import catalog, judge, stats
+from .judge import UNDECIDED, Verdict
 
 # The file of the looks decide added (a config file: give it to snakemake and
 # `slimio-repro claims` after the profile's).

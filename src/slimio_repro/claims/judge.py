@@ -26,9 +26,11 @@ import math
 import numpy as np
 import pandas as pd
 
-from slimio_repro.claims import stats
-from slimio_repro.claims.catalog import POLICY_LABELS, SYSTEM_LABELS, Claim, Measure, Term
-from slimio_repro.claims.stats import CONFIDENCE
+from . import stats
+from ..bound import BOUND_METRIC, BOUND_SYSTEM
+from ..labels import POLICY_LABEL, SYSTEM_LABEL
+from .catalog import Claim, Measure, Term
+from .stats import CONFIDENCE
 
 HOLDS = "holds"
 DIRECTION_ONLY = "holds in direction only"
@@ -37,13 +39,8 @@ UNDECIDED = "undecided"
 UNTESTABLE = "not testable here"
 VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED, UNTESTABLE)
 
-# The bound (system nopersist: persistence off, same testbed and workload): an RPS claim of a
-# system over the baseline has a ceiling, the bound's rate over the baseline's. Its metric per
-# claimed metric (the bound takes no snapshot: its WAL-only rate bounds both phases), as the
-# ratio tables hold it (aggregate.tables.BOUND_OF).
-BOUND_SYSTEM = "nopersist"
-BOUND_METRIC = {"rps_wal_only": "rps_wal_only", "rps_wal_snapshot": "rps_wal_only",
-                "rps_avg": "rps_avg"}
+# An RPS claim of a system over the baseline has a ceiling: the bound's rate over the
+# baseline's (slimio_repro.bound).
 
 # Why a condition of `requires` is unmet, by condition.
 REQUIREMENTS = {
@@ -133,12 +130,12 @@ def comparison(c: Claim) -> str:
         op = " - " if c.kind == "difference" else " / "
         if r.metric != t.metric and r.system == t.system:
             lhs, rhs = t.metric, r.metric
-            who = SYSTEM_LABELS[t.system]
+            who = SYSTEM_LABEL[t.system]
             return f"{who} {lhs}{op}{rhs} ({_where(t, r)})"
-        lhs, rhs = SYSTEM_LABELS[t.system], SYSTEM_LABELS[r.system]
+        lhs, rhs = SYSTEM_LABEL[t.system], SYSTEM_LABEL[r.system]
         if (t.system == r.system):
             lhs, rhs = _where(t), _where(r)
-            return f"{SYSTEM_LABELS[t.system]} {t.metric}: {lhs}{op}{rhs}"
+            return f"{SYSTEM_LABEL[t.system]} {t.metric}: {lhs}{op}{rhs}"
         return f"{lhs}{op}{rhs} {t.metric} ({_where(t, r)})"
     out = side(c.measure)
     if c.versus is not None:
@@ -149,9 +146,9 @@ def comparison(c: Claim) -> str:
 def _where(t: Term, r: Term | None = None) -> str:
     parts = [t.workload]
     if t.policy and (r is None or r.policy == t.policy):
-        parts.append(POLICY_LABELS[t.policy])
+        parts.append(POLICY_LABEL[t.policy])
     elif t.policy and r is not None:
-        parts.append(f"{POLICY_LABELS[t.policy]} vs {POLICY_LABELS[r.policy]}")
+        parts.append(f"{POLICY_LABEL[t.policy]} vs {POLICY_LABEL[r.policy]}")
     return ", ".join(parts)
 
 
@@ -418,7 +415,7 @@ def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
     reason = v.reason
     if c.direction == "higher" and c.paper_value > top:
         reason += (f"; the bound (no persistence, n={n}) is {number(top)}x the "
-                   f"{SYSTEM_LABELS[c.measure.reference.system]} here: the paper's "
+                   f"{SYSTEM_LABEL[c.measure.reference.system]} here: the paper's "
                    f"{number(c.paper_value)} cannot be reached on this testbed by any system")
     return dataclasses.replace(v, reason=reason, ceiling=top)
 

@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from slimio_repro import paths as pathsmod
-from slimio_repro.claims import judge
+from .. import paths as pathsmod
+from . import judge
 
 FORMAT = 1
 VERDICT_RANK = {judge.HOLDS: 0, judge.DIRECTION_ONLY: 1, judge.UNDECIDED: 2, judge.FAILS: 3,

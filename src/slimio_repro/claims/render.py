@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from slimio_repro import paths as pathsmod
-from slimio_repro.claims import stats
-from slimio_repro.claims.judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNDECIDED,
+from .. import paths as pathsmod
+from . import stats
+from .judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNDECIDED,
                                        UNTESTABLE, VERDICTS, Verdict, bracket, node_classes,
                                        number)
 

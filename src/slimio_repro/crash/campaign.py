@@ -38,9 +38,9 @@ import redis
 
 from .. import paths
 from ..smk import exit_on_sigterm
-from ..guest import provenance
+from ..agent import provenance
 from . import oracle
-from .target import Server, StartRefused
+from .target import TargetServer, StartRefused
 
 # Failpoints of SlimIO's protocols (redis-slimio/src/slimio_failpoint.h), by where they run
 # and how often a workload passes them.
@@ -59,7 +59,7 @@ EVERYSEC_CONTRACT_S = 2.0
 
 
 @dataclass
-class Plan:
+class CampaignPlan:
     index: int
     system: str
     policy: str
@@ -80,7 +80,7 @@ class Plan:
 
 
 def make_plan(index: int, system: str, policy: str, seed: int, wal_mib: int | None = None,
-              failpoint_share: float = 0.6) -> Plan:
+              failpoint_share: float = 0.6) -> CampaignPlan:
     rng = random.Random(seed * 1_000_003 + index)
     kill = "random"
     if system == "slimio" and rng.random() < failpoint_share:
@@ -88,7 +88,7 @@ def make_plan(index: int, system: str, policy: str, seed: int, wal_mib: int | No
     hit = (rng.randint(1, 400) if kill in FREQUENT else
            rng.randint(1, 6) if kill.startswith("meta.") else rng.randint(1, 3))
     phase1 = round(rng.uniform(0.4, 2.5), 3)
-    return Plan(
+    return CampaignPlan(
         index=index, system=system, policy=policy, kill=kill, hit=hit,
         clients=rng.randint(2, 4), pipeline=rng.choice([1, 4, 16, 64]), phase1_s=phase1,
         rewrite_at=round(rng.uniform(0.05, phase1), 3) if rng.random() < 0.6 else None,
@@ -112,7 +112,7 @@ class Check:
 
 @dataclass
 class Outcome:
-    plan: Plan
+    plan: CampaignPlan
     fired: bool = False             # the failpoint (or the random kill) took the server down
     crashed_by: str = ""            # "failpoint", "failpoint-child", "kill"
     orphans: list[int] = field(default_factory=list)
@@ -135,7 +135,7 @@ class Outcome:
 class Workload:
     """The clients of one phase, with the snapshot commands issued on a schedule."""
 
-    def __init__(self, server: Server, histories: list[oracle.History], pipeline: int):
+    def __init__(self, server: TargetServer, histories: list[oracle.History], pipeline: int):
         self.stop = threading.Event()
         self.clients = [oracle.Client(server.host, server.port, h, pipeline, self.stop)
                         for h in histories]
@@ -151,14 +151,14 @@ class Workload:
             c.join(timeout_s)
 
 
-def _command(server: Server, *args) -> None:
+def _command(server: TargetServer, *args) -> None:
     try:
         server.client().execute_command(*args)
     except (redis.ResponseError, redis.ConnectionError, redis.TimeoutError):
         pass   # "already in progress", or the server is gone: the schedule goes on
 
 
-def _run_phase(server: Server, histories, pipeline: int, seconds: float,
+def _run_phase(server: TargetServer, histories, pipeline: int, seconds: float,
                events: dict[float, str], until_exit: bool) -> tuple[float, bool]:
     """Drive the workload for ``seconds`` with ``events`` (offset -> command). Returns the
     crash moment and whether the server went down by itself (a failpoint) before the end."""
@@ -185,7 +185,7 @@ def _run_phase(server: Server, histories, pipeline: int, seconds: float,
     return crash_at, by_itself
 
 
-def _check(server: Server, histories, crash_at: float | None) -> Check:
+def _check(server: TargetServer, histories, crash_at: float | None) -> Check:
     """Restart and check every client's recovered state (``crash_at``: the crash's moment,
     for the loss window; None after a clean SHUTDOWN); the histories go on from it."""
     try:
@@ -226,7 +226,7 @@ def _check_slots(baseline_bin: Path, server, histories, work: Path) -> list[dict
         r["check_rdb"] = ck.returncode == 0
         if ck.returncode:
             r["problems"].append(f"redis-check-rdb: {ck.stdout.strip()[-300:]}")
-        stock = Server("baseline", baseline_bin, work / f"stock-{role}", "everysec")
+        stock = TargetServer("baseline", baseline_bin, work / f"stock-{role}", "everysec")
         stock.options.update({"appendonly": "no", "dbfilename": rdb.name})
         shutil.copy(rdb, stock.data / rdb.name)
         try:
@@ -245,7 +245,7 @@ def _check_slots(baseline_bin: Path, server, histories, work: Path) -> list[dict
     return out
 
 
-def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path | None, work: Path,
+def run_iteration(plan: CampaignPlan, bins: dict[str, Path], admin: Path | None, work: Path,
                   options: dict | None = None, vm_server=None) -> Outcome:
     """One iteration (module docstring); ``options`` override redis.conf lines (a test
     makes a server unsafe on purpose with it, to see the campaign catch it); ``vm_server``
@@ -255,7 +255,7 @@ def run_iteration(plan: Plan, bins: dict[str, Path], admin: Path | None, work: P
     work.mkdir(parents=True, exist_ok=True)
     o = Outcome(plan)
     if vm_server is None:
-        server = Server(plan.system, bins[plan.system], work, plan.policy,
+        server = TargetServer(plan.system, bins[plan.system], work, plan.policy,
                         wal_mib=plan.wal_mib, rewrite_min_mib=plan.rewrite_min_mib, admin=admin)
     else:
         # The campaign's VM: a fresh namespace, this iteration's policy and sizes.

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import redis
 
-from ..guest import server as guest_server
+from ..agent import server as guest_server
 
 KEYS = 16                       # val:c:0 .. val:c:15 per client
 VALUE_MIN, VALUE_MAX = 40, 1400  # value sizes vary so WAL records straddle blocks
@@ -119,7 +119,7 @@ class Client(threading.Thread):
 
 
 @dataclass
-class Verdict:
+class OracleVerdict:
     client: int
     recovered: int          # operations in the recovered list
     acked: int              # acknowledged operations the list should hold (base included)
@@ -150,7 +150,7 @@ def read_state(cli: redis.Redis, clients: int) -> tuple[dict[int, list[int]], di
 
 
 def check_client(h: History, recovered: list[int], values: list, crash_at: float | None,
-                 require_acked: bool = True) -> Verdict:
+                 require_acked: bool = True) -> OracleVerdict:
     """Judge one client's recovered state against its history (see the module docstring).
     ``require_acked`` off: a snapshot's content, which may be any consistent prefix."""
     problems = []
@@ -187,12 +187,12 @@ def check_client(h: History, recovered: list[int], values: list, crash_at: float
         first = len(recovered) - n_base
         if crash_at is not None and first < len(h.ack_times):
             age = max(0.0, crash_at - h.ack_times[first])
-    return Verdict(h.client, len(recovered), len(known), lost if require_acked else 0,
+    return OracleVerdict(h.client, len(recovered), len(known), lost if require_acked else 0,
                    age, problems)
 
 
 def check(cli: redis.Redis, histories: list[History], crash_at: float | None,
-          require_acked: bool = True) -> tuple[list[Verdict], list[str]]:
+          require_acked: bool = True) -> tuple[list[OracleVerdict], list[str]]:
     lists, values, foreign = read_state(cli, len(histories))
     verdicts = [check_client(h, lists[h.client], values[h.client], crash_at, require_acked)
                 for h in histories]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from ..guest import server as guest_server
+from ..agent import server as guest_server
 
 MIB = 1024 * 1024
 
@@ -23,7 +23,7 @@ class StartRefused(RuntimeError):
     """The server exited or never became ready: the message holds its log's last lines."""
 
 
-class Server:
+class TargetServer:
     """One redis-server of ``system`` (slimio or baseline) with its data in ``work``."""
 
     def __init__(self, system: str, bin_dir: Path, work: Path, policy: str, *,

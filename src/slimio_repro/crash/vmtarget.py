@@ -24,9 +24,9 @@ from pathlib import Path
 
 import redis
 
-from ..guest import CellPlan
-from ..guest import server as guest_server
-from ..guest import slimio as guest_slimio
+from ..plan import CellPlan
+from ..agent import server as guest_server
+from ..agent import slimio as guest_slimio
 from ..testbed import vm as vmmod
 from .target import StartRefused
 
@@ -36,7 +36,7 @@ PORT = 6379
 
 
 class VmServer:
-    """SlimIO in the campaign's VM, with the interface of :class:`.target.Server`."""
+    """SlimIO in the campaign's VM, with the interface of :class:`.target.TargetServer`."""
 
     def __init__(self, plan: CellPlan, box_file: Path, vm_dir: Path, log: Path,
                  bin_dir: str, policy: str, wal_mib: int, rewrite_min_mib: int):
@@ -44,7 +44,7 @@ class VmServer:
         self.bin_dir = bin_dir
         self.system, self.port, self.host = "slimio", PORT, None
         self.exited_at: float | None = None
-        self.vm: vmmod.Vm | None = None
+        self.vm: vmmod.RunningVm | None = None
         self.device = GUEST_DEVICE
         s = plan.slimio
         self.options = {
@@ -76,7 +76,7 @@ class VmServer:
             spec = vmmod.spec(self.plan, self.dir, box, self.box_file,
                               vmmod.boot_files(self.box_file, self.dir),
                               vmmod.management_network())
-            self.vm = vmmod.Vm(self.dir, spec, self.log_file)
+            self.vm = vmmod.RunningVm(self.dir, spec, self.log_file)
         self.vm.up()
         self.host = re.search(r"HostName\s+(\S+)", self.vm.ssh_config.read_text()).group(1)
         self.up = True

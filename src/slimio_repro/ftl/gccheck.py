@@ -3,14 +3,14 @@ model and against theory, on the write pattern whose WAF has a closed form.
 
 In one VM of the vm testbed's device profile (FEMU's FDP FTL, or any device with FDP
 statistics; :func:`slimio_repro.testbed.vm.run_overwrite`), the guest
-(:mod:`slimio_repro.guest.overwrite`) fills ``utilization`` of a
+(:mod:`slimio_repro.agent.overwrite`) fills ``utilization`` of a
 blank namespace and overwrites it with 4 KiB writes at uniformly random offsets (a warm-up,
 then a measured part), reading the device's FDP statistics after each phase, under the NVMe
 command trace. Then, on the host:
 
 * **the device**: per phase, host bytes written, media bytes written, GC-copied pages
   (media - host) and WAF, from the FDP statistics (FEMU reports them with
-  ``femu/patches/0004``); its GC rounds from its own output (:mod:`slimio_repro.guest.femulog`);
+  ``femu/patches/0004``); its GC rounds from its own output (:mod:`slimio_repro.agent.femulog`);
 * **the model**: the same trace replayed through :class:`~.model.Device` (``femu-fdp``) at
   the cell's own geometry, cut where each phase's host bytes end; the same quantities;
 * **theory**: Desnoyers' WAF for uniform random writes (:func:`.theory.greedy_uniform_waf`)
@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..guest import fdp, femulog
+from ..agent import fdp, femulog
 from . import theory
 from . import trace as tr
 from .model import Device, ModelError, policy

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..guest import fdp
+from ..agent import fdp
 from . import engine as e
 from . import trace as tr
 from .model import FEMU_OP, Counters, Device, Geometry, ModelError, policy

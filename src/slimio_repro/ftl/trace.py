@@ -2,7 +2,7 @@
 ranges deallocated, and the commands that reach an FTL without moving data.
 
 The guest records one tracefs stream per cell (``nvme-trace.txt.gz``, see
-:mod:`slimio_repro.guest.vmstorage`) with three kinds of events, in time order:
+:mod:`slimio_repro.agent.vmstorage`) with three kinds of events, in time order:
 
 * ``nvme_setup_cmd``: every NVMe command on the namespace. Writes give slba, length, DTYPE
   and DSPEC; a Dataset Management command only its range count (``nr``, 0-based): the
@@ -20,15 +20,16 @@ Flushes do not reach an FTL and are dropped. Admin commands and other disks are 
 
 from __future__ import annotations
 
-import gzip
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from ..parse import nvmetrace
 from . import engine as e
+
+TraceError = nvmetrace.TraceError
 
 # Categories of a traced command (Ops.cmd).
 CMD_WRITE = 0
@@ -39,23 +40,7 @@ CMD_WRITE_ZEROES = 4
 CMD_NAMES = {CMD_WRITE: "write", CMD_DEALLOC: "deallocate range", CMD_READ: "read",
              CMD_DSM: "dataset management", CMD_WRITE_ZEROES: "write zeroes"}
 
-CTRL_DEAC = 0x0200
 SECTOR_BYTES = 512
-
-_NVME = re.compile(
-    r" (?P<ts>\d+\.\d+): nvme_setup_cmd: nvme\d+: disk=(?P<disk>[^,]+), qid=\d+, cmdid=\d+, "
-    r"nsid=\d+, flags=0x[0-9a-f]+, meta=0x[0-9a-f]+, cmd=\((?P<op>\w+)(?: (?P<args>.*))?\)")
-_RW = re.compile(r"slba=(\d+), len=(\d+), ctrl=0x([0-9a-f]+), dsmgmt=(\d+)")
-_DSM = re.compile(r"nr=(\d+), attributes=(\d+)")
-_MARK = re.compile(r" (?P<ts>\d+\.\d+): tracing_mark_write: slimio_dealloc slba=(?P<slba>\d+) "
-                   r"nlb=(?P<nlb>\d+) why=(?P<why>\w+)")
-_BIO = re.compile(r" (?P<ts>\d+\.\d+): block_bio_queue: (?P<dev>\d+,\d+) (?P<rwbs>\S+) "
-                  r"(?P<sector>\d+) \+ (?P<sectors>\d+)")
-_NVME_DISK = re.compile(r"^(nvme\d+)c\d+(n\d+)$")
-
-
-class TraceError(ValueError):
-    """A trace the model cannot replay; the message names the file and line."""
 
 
 @dataclass
@@ -103,20 +88,11 @@ class Ops:
                    **cat)
 
 
-def _open(path: Path):
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    return gzip.open(path, "rt", errors="replace") if gz else open(path, errors="replace")
-
-
-def _disk_ok(disk: str, wanted: str) -> bool:
-    return disk == wanted or _NVME_DISK.sub(r"\1\2", disk) == wanted
-
-
 def read(path: str | Path, lba_bytes: int, disk: str = "nvme0n1",
          block_dev: str = "259,0") -> Ops:
     """The commands of one trace on namespace ``disk`` (block device ``block_dev``, the
-    ``MAJ,MIN`` of ``disk`` in the guest: /sys/block/nvme0n1/dev) of ``lba_bytes`` LBAs."""
+    ``MAJ,MIN`` of ``disk`` in the guest: /sys/block/nvme0n1/dev) of ``lba_bytes`` LBAs, read
+    by the trace's parser (:mod:`slimio_repro.parse.nvmetrace`)."""
     path = Path(path)
     if lba_bytes < SECTOR_BYTES or lba_bytes & (lba_bytes - 1):
         raise TraceError(f"lba_bytes={lba_bytes!r} is not an LBA size (a power of two of at "
@@ -129,75 +105,55 @@ def read(path: str | Path, lba_bytes: int, disk: str = "nvme0n1",
         cmd.append(c), slba.append(s), nlb.append(n), dtype.append(dt), dspec.append(ds)
         deac.append(dz), lines.append(ln)
 
-    try:
-        with _open(path) as f:
-            for number, text in enumerate(f, start=1):
-                if "nvme_setup_cmd:" in text:
-                    m = _NVME.search(text)
-                    if m is None:
-                        if "disk=" in text:
-                            raise TraceError(f"{path}:{number}: unreadable nvme_setup_cmd "
-                                             f"event: {text.strip()!r}")
-                        continue  # admin command
-                    if not _disk_ok(m["disk"], disk):
-                        stats["other_disk_commands"] += 1
-                        continue
-                    op = m["op"]
-                    if op in ("nvme_cmd_write", "nvme_cmd_write_zeroes", "nvme_cmd_read"):
-                        rw = _RW.match(m["args"] or "")
-                        if rw is None:
-                            raise TraceError(f"{path}:{number}: {op} without slba/len/ctrl/"
-                                             f"dsmgmt: {text.strip()!r}")
-                        ctrl = int(rw[3], 16)
-                        n = int(rw[2]) + 1
-                        if op == "nvme_cmd_read":
-                            add(CMD_READ, int(rw[1]), n, ln=number)
-                            stats["read_commands"] += 1
-                        else:
-                            c = CMD_WRITE if op == "nvme_cmd_write" else CMD_WRITE_ZEROES
-                            add(c, int(rw[1]), n, (ctrl >> 4) & 0xF, int(rw[4]) >> 16,
-                                bool(ctrl & CTRL_DEAC), number)
-                            stats["write_commands" if c == CMD_WRITE
-                                  else "write_zeroes_commands"] += 1
-                    elif op == "nvme_cmd_dsm":
-                        d = _DSM.match(m["args"] or "")
-                        if d is None:
-                            raise TraceError(f"{path}:{number}: DSM without nr/attributes: "
-                                             f"{text.strip()!r}")
-                        add(CMD_DSM, 0, 0, ln=number)
-                        stats["dsm_commands"] += 1
-                        stats["dsm_ranges"] += int(d[1]) + 1
-                    elif op == "nvme_cmd_flush":
-                        stats["flush_commands"] += 1
-                    else:
-                        stats[f"other_commands:{op}"] += 1
-                elif "tracing_mark_write: slimio_dealloc" in text:
-                    m = _MARK.search(text)
-                    if m is None:
-                        raise TraceError(f"{path}:{number}: unreadable slimio_dealloc marker: "
-                                         f"{text.strip()!r}")
-                    add(CMD_DEALLOC, int(m["slba"]), int(m["nlb"]), ln=number)
-                    stats["slimio_dealloc_ranges"] += 1
-                    stats[f"slimio_dealloc_lbas:{m['why']}"] += int(m["nlb"])
-                elif "block_bio_queue:" in text:
-                    m = _BIO.search(text)
-                    if m is None:
-                        raise TraceError(f"{path}:{number}: unreadable block_bio_queue "
-                                         f"event: {text.strip()!r}")
-                    if m["dev"] != block_dev or "D" not in m["rwbs"]:
-                        continue
-                    sector, sectors = int(m["sector"]), int(m["sectors"])
-                    first = -(-sector // per_lba)            # whole LBAs inside the range
-                    end = (sector + sectors) // per_lba
-                    if end > first:
-                        add(CMD_DEALLOC, first, end - first, ln=number)
-                    stats["discard_bios"] += 1
-                    stats["discard_bytes"] += sectors * SECTOR_BYTES
-                elif "LOST" in text and "EVENTS" in text:
-                    raise TraceError(f"{path}:{number}: the trace lost events ({text.strip()}): "
-                                     "it cannot be replayed; rerun the cell")
-    except (OSError, EOFError) as exc:
-        raise TraceError(f"cannot read trace {path}: {exc}") from None
+    for number, text in nvmetrace.numbered_lines(path):
+        try:
+            nvme = nvmetrace.parse_line(text, number, str(path))
+            mark = None if nvme else nvmetrace.parse_dealloc_marker(text)
+            bio = None if nvme or mark else nvmetrace.parse_discard_bio(text)
+        except TraceError as exc:
+            where = f"{path}:{number}: "
+            raise TraceError(str(exc) if str(exc).startswith(where) else where + str(exc)) \
+                from None
+        if nvme is not None:
+            if not nvme.disk:
+                continue  # admin command
+            if not nvmetrace.disk_matches(nvme.disk, disk):
+                stats["other_disk_commands"] += 1
+                continue
+            op = nvme.opcode
+            if op == "nvme_cmd_read":
+                add(CMD_READ, nvme.slba, nvme.blocks, ln=number)
+                stats["read_commands"] += 1
+            elif op in ("nvme_cmd_write", "nvme_cmd_write_zeroes"):
+                c = CMD_WRITE if op == "nvme_cmd_write" else CMD_WRITE_ZEROES
+                add(c, nvme.slba, nvme.blocks, nvme.dtype, nvme.dspec,
+                    bool(nvme.ctrl & nvmetrace.CTRL_DEAC), number)
+                stats["write_commands" if c == CMD_WRITE else "write_zeroes_commands"] += 1
+            elif op == nvmetrace.DSM_OPCODE:
+                add(CMD_DSM, 0, 0, ln=number)
+                stats["dsm_commands"] += 1
+                stats["dsm_ranges"] += nvme.dsm_ranges
+            elif op == "nvme_cmd_flush":
+                stats["flush_commands"] += 1
+            else:
+                stats[f"other_commands:{op}"] += 1
+        elif mark is not None:
+            add(CMD_DEALLOC, int(mark["slba"]), int(mark["nlb"]), ln=number)
+            stats["slimio_dealloc_ranges"] += 1
+            stats[f"slimio_dealloc_lbas:{mark['why']}"] += int(mark["nlb"])
+        elif bio is not None:
+            if bio["dev"] != block_dev or "D" not in bio["rwbs"]:
+                continue
+            sector, sectors = int(bio["sector"]), int(bio["sectors"])
+            first = -(-sector // per_lba)            # whole LBAs inside the range
+            end = (sector + sectors) // per_lba
+            if end > first:
+                add(CMD_DEALLOC, first, end - first, ln=number)
+            stats["discard_bios"] += 1
+            stats["discard_bytes"] += sectors * SECTOR_BYTES
+        elif "LOST" in text and "EVENTS" in text:
+            raise TraceError(f"{path}:{number}: the trace lost events ({text.strip()}): "
+                             "it cannot be replayed; rerun the cell")
     return Ops(lba_bytes=lba_bytes, cmd=np.array(cmd, dtype=np.int8),
                slba=np.array(slba, dtype=np.int64), nlb=np.array(nlb, dtype=np.int64),
                dtype=np.array(dtype, dtype=np.int64), dspec=np.array(dspec, dtype=np.int64),

@@ -2,7 +2,7 @@
 workflows/rules/motivation.smk; `make motivation`).
 
 Its cells run through the run stage (a motivation cell's guest side is
-:mod:`slimio_repro.guest.motivation`) and are parsed by :mod:`slimio_repro.parse.motivation`;
+:mod:`slimio_repro.agent.motivation_cells`) and are parsed by :mod:`slimio_repro.parse.motivation_records`;
 this stage makes the tables, the figure and the records its claims are judged on
 (:mod:`.outputs`), with the modelled "under GC" scenario (the FTL model)."""
 

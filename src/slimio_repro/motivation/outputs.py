@@ -3,7 +3,7 @@
 * Table 1 from the baseline's redis-benchmark Periodical-Log cells on F2FS and on EXT4 (the
   matrix's records: the WAL-only and Snapshot&WAL phases' RPS and peak memory, server plus
   fork child), the drop in percent, n and spread;
-* Table 2 and Figure 2 from the motivation cells' records (:mod:`slimio_repro.parse.motivation`):
+* Table 2 and Figure 2 from the motivation cells' records (:mod:`slimio_repro.parse.motivation_records`):
   the file system's write path over the snapshot child's CPU; where each snapshot's time
   went (in-memory work, kernel I/O path, blocked in I/O, waiting for a CPU); snapshot and
   WAL throughput against the ideal (SlimIO's BGSAVE into its discard sink: the same
@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import labels
 from ..aggregate import plot, tables
 from ..ftl import FEMU_OP, Device, Geometry
 
@@ -40,8 +41,10 @@ PAPER_TABLE2 = {"snapshot_only": 11.53, "snapshot_wal": 13.61}
 PAPER_FIG2 = {"snapshot_only_kernel_io_share_pct": 15, "snapshot_only_vs_ideal_pct": 85,
               "snapshot_wal_vs_ideal_pct": 80, "snapshot_vs_wal_ratio": "0.55-0.70"}
 TABLE1_SYSTEMS = {"baseline": "F2FS", "baseline-ext4": "EXT4"}
-SYSTEM_LABEL = {"baseline": "Baseline (F2FS)", "baseline-ext4": "Baseline (EXT4)",
-                "slimio": "SlimIO"}
+# The baseline is named with its file system here: Table 1 compares F2FS with EXT4.
+SYSTEM_LABEL = {"baseline": f"{labels.SYSTEM_LABEL['baseline']} ({TABLE1_SYSTEMS['baseline']})",
+                "baseline-ext4": labels.SYSTEM_LABEL["baseline-ext4"],
+                "slimio": labels.SYSTEM_LABEL["slimio"]}
 SCENARIOS = (("snapshot_only", "Snapshot only"), ("snapshot_wal", "Snapshot & WAL"),
              ("snapshot_wal_gc", "Snapshot & WAL (under GC, modelled)"))
 PARTS = (("in_memory_s", "in-memory work (CPU)", "tab:blue"),

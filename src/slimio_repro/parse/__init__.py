@@ -2,6 +2,6 @@
 tidy record (JSON) and a time series (CSV)."""
 
 from . import nvmetrace
-from .cell import ParseError, parse_cell, write
+from .record import ParseError, parse_cell, write
 
 __all__ = ["ParseError", "nvmetrace", "parse_cell", "write"]

@@ -24,6 +24,11 @@ An event line looks like::
   directive the device uses its default reclaim unit handle (reported as ``"none"``).
 
 Admin commands (``qid=0``, ``nvme_admin_*``) carry no ``disk=``; their ``disk`` is ``""``.
+
+The same stream carries two more events the FTL model replays (:mod:`slimio_repro.ftl.trace`),
+read here too so that one module reads the trace: a discard bio of the block layer
+(``block_bio_queue``, :func:`parse_discard_bio`) and SlimIO's marker before a deallocation
+through passthru (``tracing_mark_write: slimio_dealloc``, :func:`parse_dealloc_marker`).
 """
 
 from __future__ import annotations
@@ -54,15 +59,23 @@ BODY_RE = re.compile(
 # Format shared by read, write, write zeroes and zone append (nvme_trace_read_write).
 RW_ARGS_RE = re.compile(r"^slba=(?P<slba>\d+), len=(?P<len>\d+), ctrl=0x(?P<ctrl>[0-9a-fA-F]+), "
                         r"dsmgmt=(?P<dsmgmt>\d+), reftag=\d+$")
+# A Dataset Management command: its range count (0-based) and attributes, not its ranges.
+DSM_ARGS_RE = re.compile(r"^nr=(?P<nr>\d+), attributes=(?P<attributes>\d+)")
+DSM_OPCODE = "nvme_cmd_dsm"
 # Opcodes whose arguments must be in the read/write format.
 RW_OPCODES = frozenset({"nvme_cmd_read", "nvme_cmd_write", "nvme_cmd_write_zeroes",
                         "nvme_cmd_zone_append"})
 HEADER_ENTRIES_RE = re.compile(r"^#\s*entries-in-buffer/entries-written:\s*(\d+)/(\d+)")
+MARKER_RE = re.compile(r" (?P<ts>\d+\.\d+): tracing_mark_write: slimio_dealloc slba=(?P<slba>\d+) "
+                       r"nlb=(?P<nlb>\d+) why=(?P<why>\w+)")
+BIO_RE = re.compile(r" (?P<ts>\d+\.\d+): block_bio_queue: (?P<dev>\d+,\d+) (?P<rwbs>\S+) "
+                    r"(?P<sector>\d+) \+ (?P<sectors>\d+)")
 # trace_pipe reports ring-buffer overruns inline.
 LOST_EVENTS_RE = re.compile(r"^CPU:\d+ \[LOST (\d+) EVENTS\]")
 
 DTYPE_DATA_PLACEMENT = 2
 CTRL_FUA = 0x4000
+CTRL_DEAC = 0x0200  # Write Zeroes: deallocate the range (CDW12 bit 25)
 NO_PLACEMENT_KEY = "none"
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -95,6 +108,8 @@ class NvmeCommand:
     fua: bool
     pid: int = 0
     controller: str = ""  # e.g. "nvme0"
+    ctrl: int | None = None        # CDW12 bits 31:16 of a read/write-format command
+    dsm_ranges: int | None = None  # a Dataset Management command's range count (nr + 1)
 
     @property
     def placement_id(self) -> int | None:
@@ -136,10 +151,15 @@ def parse_line(line: str, line_number: int | None = None,
         raise fail("unexpected event fields")
     opcode = b["opcode"]
     args = b["args"] or ""
-    slba = blocks = dtype = dspec = None
+    slba = blocks = dtype = dspec = ctrl = dsm_ranges = None
     fua = False
     rw = RW_ARGS_RE.match(args)
-    if rw is not None:
+    if opcode == DSM_OPCODE:
+        d = DSM_ARGS_RE.match(args)
+        if d is None:
+            raise fail(f"{opcode} arguments not in 'nr=, attributes=' form")
+        dsm_ranges = int(d["nr"]) + 1
+    elif rw is not None:
         ctrl = int(rw["ctrl"], 16)
         dsmgmt = int(rw["dsmgmt"])
         slba = int(rw["slba"])
@@ -153,7 +173,28 @@ def parse_line(line: str, line_number: int | None = None,
         timestamp_s=float(m["ts"]), task=m["task"], cpu=int(m["cpu"]), disk=b["disk"] or "",
         qid=int(b["qid"]), cid=int(b["cid"]), nsid=int(b["nsid"]), opcode=opcode, slba=slba,
         blocks=blocks, dtype=dtype, dspec=dspec, fua=fua, pid=int(m["pid"]),
-        controller=b["ctrl"])
+        controller=b["ctrl"], ctrl=ctrl, dsm_ranges=dsm_ranges)
+
+
+def _other_event(line: str, name: str, pattern: re.Pattern) -> re.Match | None:
+    if name not in line:
+        return None
+    m = pattern.search(line)
+    if m is None:
+        raise TraceError(f"unreadable {name.rstrip(':')} event: {line.strip()!r}")
+    return m
+
+
+def parse_dealloc_marker(line: str) -> re.Match | None:
+    """SlimIO's ``slimio_dealloc slba=S nlb=N why=W`` marker (``slba``, ``nlb``, ``why``), or
+    None when the line is not one; :class:`TraceError` when it is one that cannot be read."""
+    return _other_event(line, "tracing_mark_write: slimio_dealloc", MARKER_RE)
+
+
+def parse_discard_bio(line: str) -> re.Match | None:
+    """A ``block_bio_queue`` event (``dev`` MAJ,MIN, ``rwbs``, ``sector``, ``sectors`` in 512-byte
+    sectors), or None when the line is not one; :class:`TraceError` when unreadable."""
+    return _other_event(line, "block_bio_queue:", BIO_RE)
 
 
 def _open_text(path: Path) -> IO[str]:
@@ -169,7 +210,8 @@ def _open_text(path: Path) -> IO[str]:
     return open(path, encoding="utf-8", errors="replace")
 
 
-def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, line) of a trace file, plain or gzip."""
     with _open_text(path) as f:
         try:
             yield from enumerate(f, start=1)
@@ -180,7 +222,7 @@ def _numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
 def iter_commands(path: str | Path) -> Iterator[NvmeCommand]:
     """Stream the commands in a trace file (plain text or gzip), in file order."""
     path = Path(path)
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         cmd = parse_line(line, number, str(path))
         if cmd is not None:
             yield cmd
@@ -222,7 +264,7 @@ def summarize(path: str | Path, lba_size_bytes: int, disk: str | None = None) ->
     in_buffer = written = None
     pipe_lost = 0
 
-    for number, line in _numbered_lines(path):
+    for number, line in numbered_lines(path):
         if line.startswith("#"):
             h = HEADER_ENTRIES_RE.match(line)
             if h:  # several headers only when captures were concatenated: add them up

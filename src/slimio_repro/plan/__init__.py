@@ -1,12 +1,42 @@
 """The plan stage (driven by workflows/rules/common.smk): the configuration, validated once
 against its schema, checked for what the schema cannot say, and resolved into a typed,
-immutable :class:`Plan` with one :class:`~slimio_repro.guest.CellPlan` per cell."""
+immutable :class:`Plan` with one :class:`CellPlan` per cell.
 
-from .bench import bench_plans
-from .checks import Host
-from .config import ConfigError, default_drift, load, load_schema, load_yaml, merge, validate
-from .device import load_device_profile
-from .plan import Plan, make
+The cell plan's types (:mod:`.cellplan`) are standard library only, because the code that runs
+a cell (:mod:`slimio_repro.agent`) imports them inside the guest. The names below are therefore
+loaded on first use, so that importing ``slimio_repro.plan.cellplan`` in the guest does not
+import the host's modules (jsonschema, PyYAML) with it.
+"""
 
-__all__ = ["ConfigError", "Host", "Plan", "bench_plans", "default_drift", "load", "load_device_profile",
-           "load_schema", "load_yaml", "make", "merge", "validate"]
+import importlib
+
+# Name -> the module of this stage that defines it.
+_EXPORTS = {
+    **dict.fromkeys(
+        ["BASELINE_EXT4", "CELL_ID_PATTERN", "CELL_SET_PATTERN", "MOTIVATION_ID_PATTERN",
+         "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "SLIMIO_SYSTEMS", "SYSTEMS",
+         "SYSTEM_FILESYSTEM", "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile",
+         "Motivation", "NamedDevice", "Placement", "RedisBenchmark", "Recovery", "Roofline",
+         "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system", "is_slimio",
+         "on_file_system", "persists", "policies_of"], "cellplan"),
+    "bench_plans": "benchplan",
+    "Host": "checks",
+    **dict.fromkeys(["ConfigError", "default_drift", "load", "load_schema", "load_yaml",
+                     "merge", "validate"], "config"),
+    "load_device_profile": "device",
+    **dict.fromkeys(["Plan", "make"], "resolve"),
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_EXPORTS))

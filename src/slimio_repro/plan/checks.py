@@ -15,7 +15,8 @@ from pathlib import Path
 
 from .. import paths
 from ..build import sources
-from ..guest import DeviceProfile, is_slimio, nameddevice, persists
+from ..agent import nameddevice
+from .cellplan import DeviceProfile, is_slimio, persists
 from . import sizing
 from .config import ConfigError
 
@@ -347,7 +348,7 @@ def check_redis_source(config: dict) -> None:
 
 
 def check_bare_device(config: dict, facts, plans) -> None:
-    """testbeds.bare.device, read now (``facts``: :func:`guest.nameddevice.gather`): refuse
+    """testbeds.bare.device, read now (``facts``: :func:`agent.nameddevice.gather`): refuse
     what the cells must not write, and what a system of the matrix needs of it that it lacks
     (``plans``: the bare cells' plans), every problem in one error."""
     bare = config["testbeds"]["bare"]

@@ -7,7 +7,7 @@ from pathlib import Path
 import yaml
 
 from .. import paths
-from ..guest import DeviceProfile
+from .cellplan import DeviceProfile
 from .config import ConfigError
 
 PROFILE_KEYS = {"emulator", "capacity_gib", "lba_size_bytes", "fdp", "reclaim_unit_size_mib",

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 
-from ..guest import CellPlan
+from .cellplan import CellPlan
 from .checks import FORK_FACTOR, HOST_RESERVE_MB
 
 MIB = 1 << 20

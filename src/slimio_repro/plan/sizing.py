@@ -1,14 +1,14 @@
 """Numbers derived from the configuration: the rewrite trigger, SlimIO's layout, image sizes.
 
 Only the plan stage calls these (:func:`slimio_repro.plan.make`); everything downstream reads
-the results from the cell's plan (:class:`slimio_repro.guest.CellPlan`).
+the results from the cell's plan (:class:`slimio_repro.agent.CellPlan`).
 """
 
 from __future__ import annotations
 
 import math
 
-from ..guest import is_slimio
+from .cellplan import is_slimio
 from .config import ConfigError
 
 MIB = 1024 * 1024

@@ -26,8 +26,8 @@ import jinja2
 import markdown
 import pandas as pd
 
-from slimio_repro import paths as pathsmod
-from slimio_repro.claims import band_text, ci_text, node_classes, number, paper_text
+from .. import paths as pathsmod
+from ..claims import band_text, ci_text, node_classes, number, paper_text
 
 TEMPLATE = Path(__file__).with_name("report.html.j2")
 

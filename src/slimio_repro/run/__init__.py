@@ -1,6 +1,6 @@
 """The run stage (driven by workflows/rules/run.smk): one cell, from its plan, on its testbed.
 
-A bare cell runs here, on this host (:func:`slimio_repro.guest.run_cell`); a vm cell in its
+A bare cell runs here, on this host (:func:`slimio_repro.agent.run_cell`); a vm cell in its
 own VM (:func:`slimio_repro.testbed.vm.run_cell`), which runs the same guest code inside.
 """
 
@@ -8,7 +8,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..guest import CellPlan, run_cell as run_here
+from ..agent import run_cell as run_here
+
+from ..plan import CellPlan
 from ..testbed import vm
 from . import bench
 

@@ -2,7 +2,7 @@
 
 The tool for the WAL-path performance work: nopersist (the bound), baseline, slimio (and
 slimio-nofdp in a VM) under each policy, on bare or in one VM, with rounds and a warm-up
-(:mod:`slimio_repro.guest.bench` runs them). Its output directory holds every run
+(:mod:`slimio_repro.agent.bench_runs` runs them). Its output directory holds every run
 (``runs.jsonl``, ``runs.csv``), the median and spread of each ratio over the rounds
 (``bench.md``, ``ratios.csv``) and the provenance (``provenance.json``: the plans, the
 configuration, the host or guest, the git commit, the tools).
@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 from .. import paths
-from ..guest import CellPlan, NOPERSIST, bench as guest_bench, provenance
+from ..agent import bench_runs as guest_bench, provenance
+from ..plan import CellPlan, NOPERSIST
 from ..testbed import hostcpu, vm as vmmod
 
 # Defaults per testbed: a few seconds per run on bare, about ten under TCG.
@@ -368,7 +369,7 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
         # Where the host's CPU goes during each run (QEMU's vCPUs, its device emulation,
         # the rest), timed on the host's clock: the guest's clock is read against it.
         offsets = [_guest_clock_offset(vm)]
-        sampler = hostcpu.Sampler(hostcpu.qemu_pid(vm.domain),
+        sampler = hostcpu.HostCpuSampler(hostcpu.qemu_pid(vm.domain),
                                   out_dir / HOST_CPU_FILE).start()
         try:
             proc = vmmod.guest_python(

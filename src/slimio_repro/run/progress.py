@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from ..guest import layout
+from ..agent import layout
 
 
 def cell_seconds(raw: Path) -> float | None:

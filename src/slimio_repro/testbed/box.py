@@ -24,7 +24,7 @@ from pathlib import Path
 
 from .. import paths
 from ..build import sources
-from ..guest import layout, provenance
+from ..agent import layout, provenance
 
 
 class BoxError(RuntimeError):

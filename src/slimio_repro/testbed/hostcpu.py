@@ -4,7 +4,7 @@ Under TCG, QEMU runs each vCPU in its own host thread ("CPU 0/TCG", ...) and emu
 devices in others: the main loop (the NVMe controller's command handling), the thread pool
 that does the backing file's I/O ("worker"), RCU. On a 2-core host they share the same two
 cores, so whatever the emulated SSD costs the host is taken from the guest's CPUs; on real
-hardware the SSD's controller does that work. :class:`Sampler` reads every QEMU thread's
+hardware the SSD's controller does that work. :class:`HostCpuSampler` reads every QEMU thread's
 CPU time from ``/proc/PID/task/*/stat`` a few times a second (no tool needed: the kernel
 keeps the counts), and :func:`cores` turns the samples into cores used over a window.
 """
@@ -80,7 +80,7 @@ def read_threads(pid: int, proc: Path = Path("/proc")) -> dict[int, tuple[str, f
     return out
 
 
-class Sampler:
+class HostCpuSampler:
     """Samples QEMU's threads every ``interval_s`` into ``path`` (CSV: unix_s, tid, comm,
     cpu_s; tid 0 = the whole process) until :meth:`stop`."""
 
@@ -89,7 +89,7 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def start(self) -> "Sampler":
+    def start(self) -> "HostCpuSampler":
         self._thread.start()
         return self
 
@@ -115,7 +115,7 @@ class Sampler:
 
 
 def load(path: Path) -> dict[float, dict[int, tuple[str, float]]]:
-    """A :class:`Sampler`'s CSV: sample time -> tid -> (name, CPU seconds)."""
+    """A :class:`HostCpuSampler`'s CSV: sample time -> tid -> (name, CPU seconds)."""
     samples: dict[float, dict[int, tuple[str, float]]] = {}
     with open(path, newline="") as fh:
         for row in csv.DictReader(fh):

@@ -6,8 +6,8 @@ For a cell, :func:`run_cell`
    image, ``vm.json`` (what ``testbed/Vagrantfile`` reads) and the Vagrantfile;
 2. ``vagrant up`` with the libvirt provider (KVM where it works, TCG otherwise), with the
    box built by the ``build_guest_box`` rule;
-3. copies the guest sub-package into the guest and runs :func:`slimio_repro.guest.run_cell`
-   there in one SSH command: it provisions the guest first (:mod:`slimio_repro.guest.
+3. copies the guest sub-package into the guest and runs :func:`slimio_repro.agent.run_cell`
+   there in one SSH command: it provisions the guest first (:mod:`slimio_repro.agent.
    provision`: checks that the guest is the box that was booted and that the device is the
    profile's, then prepares the namespace for the cell's system), then runs the cell on the
    namespace with the Redis builds baked into the box;
@@ -15,7 +15,7 @@ For a cell, :func:`run_cell`
    console) and host provenance, and renames it into place;
 5. always destroys the VM and deletes its directory, also when a step failed.
 
-Each phase is timed (:mod:`slimio_repro.guest.phases`): the cell's provenance has
+Each phase is timed (:mod:`slimio_repro.agent.phases`): the cell's provenance has
 ``phases_s`` (the host's and the guest's phases, in order) and ``cell_total_s``.
 
 Why a fresh boot per cell, not a saved guest restored: QEMU's NVMe controller cannot be
@@ -50,8 +50,9 @@ from pathlib import Path
 from xml.etree import ElementTree
 
 from .. import paths
-from ..guest import CellPlan, DeviceProfile, layout, provenance
-from ..guest import phases as cellphases
+from ..agent import layout, provenance
+from ..plan import CellPlan, DeviceProfile
+from ..agent import phases as cellphases
 from . import accel as accelmod
 
 GUEST_ROOT = "/opt/slimio-repro"
@@ -63,7 +64,8 @@ BOX_NAME_PREFIX = "slimio-repro-"
 # What the guest needs of the repository to run a cell: the guest sub-package (it imports
 # nothing else of the package), the redis.conf template, and requirements.txt (the pins its
 # provenance reports).
-GUEST_REPO_FILES = ["src/slimio_repro/__init__.py", "src/slimio_repro/guest",
+GUEST_REPO_FILES = ["src/slimio_repro/__init__.py", "src/slimio_repro/agent",
+                    "src/slimio_repro/plan/__init__.py", "src/slimio_repro/plan/cellplan.py",
                     "redis-baseline/redis.conf.template", "requirements.txt"]
 PROGRESS = re.compile(r"\r|\x1b\[K")
 
@@ -225,7 +227,7 @@ def stale_box_volumes(volumes: list[str], keep: str | None) -> list[str]:
 
 
 # One VM ------------------------------------------------------------------------------------
-class Vm:
+class RunningVm:
     """A cell's VM in its own directory; every step is logged to ``log``."""
 
     def __init__(self, directory: Path, spec: dict, log: Path):
@@ -422,36 +424,36 @@ def work_dir(setting: str | None) -> Path:
     return work
 
 
-def make_vm(plan: CellPlan, vm_dir: Path, box_file: Path, log: Path) -> Vm:
+def make_vm(plan: CellPlan, vm_dir: Path, box_file: Path, log: Path) -> RunningVm:
     """The VM of ``plan`` (its size, accelerator and a blank NVMe namespace) in ``vm_dir``,
-    not yet booted (:meth:`Vm.up`); the box imported into libvirt's pool first."""
+    not yet booted (:meth:`RunningVm.up`); the box imported into libvirt's pool first."""
     box = ensure_box(box_file, plan.vm.storage_pool, log)
     image = vm_dir / "nvme.img"
     with open(image, "xb") as fh:
         fh.truncate(plan.vm.device.capacity_bytes)
     os.chmod(image, 0o666)  # libvirt's QEMU runs as its own user
-    return Vm(vm_dir, spec(plan, vm_dir, box, box_file, boot_files(box_file, vm_dir),
+    return RunningVm(vm_dir, spec(plan, vm_dir, box, box_file, boot_files(box_file, vm_dir),
                            management_network()), log)
 
 
-def guest_python(vm: Vm, args: str, extra: dict[str, bytes], timeout: float,
+def guest_python(vm: RunningVm, args: str, extra: dict[str, bytes], timeout: float,
                  clear: list[str] = ()) -> subprocess.CompletedProcess:
     """One SSH command: the code (and the ``extra`` files, e.g. a plan) go into the guest's
     repository directory, the paths in ``clear`` are removed, and ``python3 -m
-    slimio_repro.guest ARGS`` runs as root; its output (stdout and stderr) is returned,
+    slimio_repro.agent ARGS`` runs as root; its output (stdout and stderr) is returned,
     whatever its exit status."""
     code = _repo_tar(extra=extra)
     return vm.ssh(f"sudo rm -rf {GUEST_REPO_DIR} {' '.join(clear)} && "
                   f"sudo mkdir -p {GUEST_REPO_DIR} {GUEST_CELLS_DIR} && "
                   f"sudo tar -xzf - -C {GUEST_REPO_DIR} && "
                   f"cd / && sudo env PYTHONPATH={GUEST_PYTHON_DIR}:{GUEST_REPO_DIR}/src "
-                  f"python3 -m slimio_repro.guest {args} 2>&1", check=False,
+                  f"python3 -m slimio_repro.agent {args} 2>&1", check=False,
                   stdin=code, timeout=timeout)
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``. A
-    motivation cell (``plan.motivation``) runs its scenarios (guest.motivation) instead of
+    motivation cell (``plan.motivation``) runs its scenarios (agent.motivation_cells) instead of
     the matrix's workload."""
     command = "motivation-cell" if plan.motivation is not None else "run-cell"
     box_record = json.loads(box_file.with_suffix(".json").read_text())
@@ -489,7 +491,7 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
 
 def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
               timeout: float) -> dict:
-    """Boot ``plan``'s VM (a blank namespace), run ``python3 -m slimio_repro.guest
+    """Boot ``plan``'s VM (a blank namespace), run ``python3 -m slimio_repro.agent
     GUEST_ARGS --plan-json PLAN --out DIR`` in it, copy DIR back into ``out_dir``'s
     ``.partial`` sibling (with the VM's own records in its ``vm/``: vagrant.log, vm.json,
     console.log, emulator.log), and destroy the VM by any path out. The caller renames the
@@ -527,7 +529,7 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{plan.id}"
         t0 = time.monotonic()
         # One SSH command for the whole cell: the code and the plan go in, the guest
-        # provisions itself (guest.provision) after checking that it is the box that was
+        # provisions itself (agent.provision) after checking that it is the box that was
         # booted, then runs the cell.
         proc = guest_python(
             vm, f"{guest_args} --plan-json {GUEST_REPO_DIR}/{layout.RAW_PLAN} "
@@ -564,7 +566,7 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
 def run_overwrite(plan: CellPlan, out_dir: Path, box_file: Path, utilization: float,
                   warm_drive_writes: float, measure_drive_writes: float, seed: int) -> Path:
     """``slimio-repro gc-check``'s run: uniform random overwrites of ``plan``'s blank
-    namespace in its own VM (:mod:`slimio_repro.guest.overwrite`), its records (trace, FDP
+    namespace in its own VM (:mod:`slimio_repro.agent.overwrite`), its records (trace, FDP
     statistics per phase, the emulator's output) in ``out_dir``."""
     box_record = json.loads(box_file.with_suffix(".json").read_text())
     written = utilization + warm_drive_writes + measure_drive_writes

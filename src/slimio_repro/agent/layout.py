@@ -24,7 +24,7 @@ BOX_MARKER = Path("/opt/slimio-repro/python")
 BOX_ID_FILE = Path("/opt/slimio-repro/box-id")
 
 # Files inside one cell's raw directory.
-# The cell's own plan (guest.cellplan.CellPlan as JSON): every number it runs with.
+# The cell's own plan (plan.cellplan.CellPlan as JSON): every number it runs with.
 RAW_PLAN = "plan.json"
 RAW_PROVENANCE = "provenance.json"
 # Cells made before the plan existed hold the validated config and its derived numbers here.

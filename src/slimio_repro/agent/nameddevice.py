@@ -38,7 +38,7 @@ from pathlib import Path
 
 from . import fdp, layout
 from .provision import CTRATT_FDPS, MKFS_FORCE, MOUNT_OPTIONS, mkfs_options
-from .cellplan import NamedDevice, Slimio, is_slimio, on_file_system
+from ..plan.cellplan import NamedDevice, Slimio, is_slimio, on_file_system
 from .vmstorage import GuestError, run_tool
 
 # The label of the file systems the baseline's cells make on the device: a signature with

@@ -10,7 +10,8 @@ every field except those marked ``stale=False`` (paths, timeouts and other setti
 cannot change a completed cell's result), and the ``run_cell`` rule declares that hash as a
 parameter, so Snakemake reruns exactly the cells whose plan changed.
 
-Standard library only, like the rest of this sub-package: it is imported inside the guest.
+Standard library only: the code that runs a cell (:mod:`slimio_repro.agent`) imports it inside
+the guest.
 """
 
 from __future__ import annotations
@@ -30,10 +31,8 @@ NOPERSIST = "nopersist"
 NO_POLICY = "none"
 # appendfsync of each policy (``none``: Redis's default, unused with appendonly no).
 POLICY_APPENDFSYNC = {"periodical": "everysec", "always": "always", NO_POLICY: "everysec"}
-POLICY_LABEL = {"periodical": "Periodical-Log", "always": "Always-Log",
-                NO_POLICY: "No persistence"}
 # baseline-ext4: stock Redis, as the baseline, on EXT4 instead of the testbed's file system
-# (the paper's Table 1 compares the two; plan.plan gives its cells testbeds.vm.filesystem
+# (the paper's Table 1 compares the two; plan.resolve gives its cells testbeds.vm.filesystem
 # ext4).
 BASELINE_EXT4 = "baseline-ext4"
 SYSTEMS = ("baseline", "slimio", "slimio-nofdp", NOPERSIST, BASELINE_EXT4)

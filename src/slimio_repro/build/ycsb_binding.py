@@ -2,7 +2,7 @@
 
 The binding (``site.ycsb.db.redisstring.RedisStringClient``) stores each record as one Redis
 string; what a cell does with the build (command lines, runs, parsers) is in
-:mod:`slimio_repro.guest.ycsb`.
+:mod:`slimio_repro.agent.ycsb_client`.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from .. import paths
-from ..guest import ycsb as client
-from . import redis as buildmod
+from ..agent import ycsb_client as client
+from . import redis as build_redis
 
 BINDING_MODULE = "redis-string"
 POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
@@ -70,7 +70,7 @@ def build(out_dir: Path, log_path: Path) -> dict:
     t0 = time.monotonic()
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "w") as log:
-        buildmod.run_logged(["mvn", "-B", "-DskipTests", "package"], src, log, YcsbError)
+        build_redis.run_logged(["mvn", "-B", "-DskipTests", "package"], src, log, YcsbError)
     target = src / BINDING_MODULE / "target"
     jars = sorted(target.glob("*.jar")) + sorted((target / "dependency").glob("*.jar"))
     jars = [j for j in jars if not j.name.endswith(("-sources.jar", "-javadoc.jar"))]
@@ -91,8 +91,8 @@ def build(out_dir: Path, log_path: Path) -> dict:
         "pins": p,
         "jars": {j.name: _sha256(lib / j.name) for j in jars},
         "workload_file_sha256": _sha256(out_dir / client.WORKLOAD_FILE),
-        "maven": buildmod.tool_version(["mvn", "-B", "--version"]),
-        "java": buildmod.tool_version(["java", "-version"]),
+        "maven": build_redis.tool_version(["mvn", "-B", "--version"]),
+        "java": build_redis.tool_version(["java", "-version"]),
         "build_time_s": round(time.monotonic() - t0, 1),
     }
     shutil.rmtree(src)

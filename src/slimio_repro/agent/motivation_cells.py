@@ -41,8 +41,8 @@ import time
 from pathlib import Path
 
 from . import benchmark, layout, provenance, provision, redislog, slimio, vmstorage
-from .cell import CellError, storage
-from .cellplan import CellPlan
+from .run_cell import CellError, storage
+from ..plan.cellplan import CellPlan
 from .phases import Phases
 from .server import RedisServer, free_port, render_conf
 

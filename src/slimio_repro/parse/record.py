@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from ..guest import CellPlan, benchmark, fdp, femulog, is_slimio, layout, redislog, ycsb
-from ..guest import phases as cellphases
-from ..guest import provenance
+from ..agent import benchmark, fdp, femulog, layout, redislog, ycsb_client
+from ..plan import CellPlan, is_slimio
+from ..agent import phases as cellphases
+from ..agent import provenance
 from . import nvmetrace
 
 GB = 1e9
@@ -194,25 +195,25 @@ def ycsb_records(raw: Path, settings: dict,
                  prov: dict) -> tuple[dict, list[dict], float | None]:
     """YCSB-A's numbers: the run phase's throughput and per-operation latencies (GET = READ,
     SET = UPDATE, from YCSB's HdrHistogram), the load phase's, the run phase's status
-    intervals, and when its operations began (:func:`ycsb.test_started`). A phase with any operation that did not return OK is refused: a GET that
+    intervals, and when its operations began (:func:`ycsb_client.test_started`). A phase with any operation that did not return OK is refused: a GET that
     finds no value means the load or the server lost a record."""
     phases = {}
-    for phase in ycsb.PHASES:
+    for phase in ycsb_client.PHASES:
         path = raw / layout.RAW_YCSB_STDOUT.format(phase=phase)
         expected = settings["records"] if phase == "load" else settings["operations"]
         try:
-            phases[phase] = ycsb.parse_summary(path.read_text(), str(path))
-            ycsb.verify(phases[phase], phase, expected, str(path))
+            phases[phase] = ycsb_client.parse_summary(path.read_text(), str(path))
+            ycsb_client.verify(phases[phase], phase, expected, str(path))
         except FileNotFoundError:
             raise ParseError(f"{raw} has no {path.name}: is it a complete ycsb-a cell?") \
                 from None
-        except ycsb.YcsbError as exc:
+        except ycsb_client.YcsbError as exc:
             raise ParseError(str(exc)) from None
     run, load = phases["run"]["operations"], phases["load"]["operations"]
     get, put, ins = run.get("READ", {}), run.get("UPDATE", {}), load.get("INSERT", {})
     done = get.get("operations", 0) + put.get("operations", 0)
     status_text = (raw / layout.RAW_YCSB_STATUS.format(phase="run")).read_text()
-    status = ycsb.parse_status(status_text)
+    status = ycsb_client.parse_status(status_text)
     info = _json(raw, layout.RAW_INFO_END)
     return {
         "clients": settings["threads"], "requests": settings["operations"],
@@ -234,7 +235,7 @@ def ycsb_records(raw: Path, settings: dict,
         "ycsb_client_host": prov["ycsb"]["client_host"],
         "ycsb_core_version": prov["ycsb"]["build"]["ycsb_core_version"],
         "java_version": prov["ycsb"]["java"],
-    }, ycsb.intervals(status), ycsb.test_started(status_text)
+    }, ycsb_client.intervals(status), ycsb_client.test_started(status_text)
 
 
 def phase_times(prov: dict) -> dict:

@@ -1,4 +1,4 @@
-"""A motivation cell's raw directory (:mod:`slimio_repro.guest.motivation`) as one record.
+"""A motivation cell's raw directory (:mod:`slimio_repro.agent.motivation_cells`) as one record.
 
 Per scenario (``snapshot_only``, ``snapshot_wal``; metric names ``mot_<scenario>_...``):
 
@@ -30,9 +30,9 @@ import gzip
 import json
 from pathlib import Path
 
-from ..guest import layout, motivation as guest_motivation
+from ..agent import layout, motivation_cells
 from . import perfprofile, schedtrace
-from .cell import ParseError, run_environment
+from .record import ParseError, run_environment
 
 MB = 1e6
 
@@ -48,11 +48,11 @@ def _rate(a: dict, b: dict, key: str) -> float | None:
 
 def parse_motivation_cell(raw: Path) -> dict:
     raw = Path(raw)
-    for name in (layout.RAW_PROVENANCE, guest_motivation.SCENARIOS_FILE):
+    for name in (layout.RAW_PROVENANCE, motivation_cells.SCENARIOS_FILE):
         if not (raw / name).is_file():
             raise ParseError(f"{raw} is not a complete motivation cell (no {name})")
     prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
-    got = json.loads((raw / guest_motivation.SCENARIOS_FILE).read_text())
+    got = json.loads((raw / motivation_cells.SCENARIOS_FILE).read_text())
     fs = got.get("filesystem") or "raw"
     device = json.loads((raw / layout.RAW_PLAN).read_text())["vm"]["device"]
     record = {"cell_id": prov["cell_id"], **prov["cell"], "profile": prov["profile"],
@@ -60,10 +60,10 @@ def parse_motivation_cell(raw: Path) -> dict:
               "device_capacity_bytes": device["capacity_gib"] << 30,
               "device_ru_bytes": (device["reclaim_unit_size_mib"] or 64) << 20,
               "phases_s": prov.get("phases_s", {})}
-    for scenario in guest_motivation.SCENARIOS:
+    for scenario in motivation_cells.SCENARIOS:
         s = got["scenarios"][scenario]
         pre = metric_prefix(scenario)
-        perf = raw / guest_motivation.PERF_FILE.format(scenario=scenario)
+        perf = raw / motivation_cells.PERF_FILE.format(scenario=scenario)
         text = gzip.decompress(perf.read_bytes())
         try:
             samples = perfprofile.parse(text.decode(errors="replace"))
@@ -75,7 +75,7 @@ def parse_motivation_cell(raw: Path) -> dict:
         except perfprofile.PerfProfileError as exc:
             raise ParseError(f"{raw}: the {scenario} profile: {exc}") from None
         duration = s["duration_s"]
-        sched = raw / guest_motivation.SCHED_FILE.format(scenario=scenario)
+        sched = raw / motivation_cells.SCHED_FILE.format(scenario=scenario)
         if sched.is_file():     # cells recorded before the scheduler's events were
             try:
                 off = schedtrace.off_cpu(gzip.decompress(sched.read_bytes()).decode(
@@ -107,7 +107,7 @@ def parse_motivation_cell(raw: Path) -> dict:
                 record[f"mot_wal_write_mb_s_{when}_snapshot"] = wal / MB if wal else wal
                 record[f"mot_rps_{when}_snapshot"] = _rate(a, b, "commands")
             record["mot_writes_covered_snapshot"] = bool(s["writes_running_at_end"])
-    ideal = got["scenarios"].get(guest_motivation.IDEAL)
+    ideal = got["scenarios"].get(motivation_cells.IDEAL)
     if ideal:
         record.update({"mot_ideal_time_s": ideal["duration_s"],
                        "mot_ideal_bytes": ideal["snapshot_bytes"],

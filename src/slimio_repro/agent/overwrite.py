@@ -23,7 +23,7 @@ import subprocess
 from pathlib import Path
 
 from . import fdp, layout, vmstorage
-from .cellplan import CellPlan
+from ..plan.cellplan import CellPlan
 from .provision import provision
 from .roofline import RooflineError, parse_rate
 

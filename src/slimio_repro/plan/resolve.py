@@ -2,7 +2,7 @@
 
 :func:`make` checks what the schema cannot (:mod:`.checks`) and derives every number a cell
 needs (:mod:`.sizing`); the result is the :class:`Plan` with one
-:class:`~slimio_repro.guest.CellPlan` per cell. Snakemake's rules, the CLI and the tests all
+:class:`~slimio_repro.agent.CellPlan` per cell. Snakemake's rules, the CLI and the tests all
 take the plan; nothing downstream reads the raw configuration.
 """
 
@@ -14,12 +14,9 @@ from pathlib import Path
 
 from .. import paths
 from ..build import fio as fio_build
-from ..build import ycsb as ycsb_build
-from ..guest import (BASELINE_EXT4, CELL_SET_PATTERN, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell,
-                     CellPlan, Motivation, NamedDevice, Placement, RedisBenchmark, Recovery,
-                     Roofline,
-                     Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists,
-                     GuestError, nameddevice, policies_of)
+from ..build import ycsb_binding as ycsb_build
+from ..agent import GuestError, nameddevice
+from .cellplan import BASELINE_EXT4, CELL_SET_PATTERN, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell, CellPlan, Motivation, NamedDevice, Placement, RedisBenchmark, Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists, policies_of
 from . import checks, sizing
 from .checks import ConfigError
 from .device import load_device_profile
@@ -149,7 +146,7 @@ def make(config: dict, host: checks.Host | None = None, check_sources: bool = Tr
     """The plan of a validated ``config`` (:func:`slimio_repro.plan.validate`); raises
     :class:`ConfigError` naming the key when a check fails. With the bare testbed on a
     device (testbeds.bare.device), the device is read here (or ``device_facts``, read by
-    :func:`guest.nameddevice.gather` where it is) and refused when the cells must not write
+    :func:`agent.nameddevice.gather` where it is) and refused when the cells must not write
     it."""
     m = config["matrix"]
     checks.check_matrix(config)

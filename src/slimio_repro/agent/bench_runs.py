@@ -32,7 +32,7 @@ from pathlib import Path
 
 from . import (benchmark, fsimage, inmemory, layout, provenance, redislog, roofline, slimio,
                vmstorage)
-from .cellplan import CellPlan, on_file_system
+from ..plan.cellplan import CellPlan, on_file_system
 from .provision import MOUNT_OPTIONS, mkfs_options
 from .server import RedisServer, free_port, render_conf
 from .vmstorage import mounted, run_tool
@@ -40,7 +40,7 @@ from .vmstorage import mounted, run_tool
 RUNS_FILE = "runs.jsonl"
 
 
-class BenchError(RuntimeError):
+class BenchRunError(RuntimeError):
     pass
 
 
@@ -263,7 +263,7 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=120)
     if rec.returncode not in (0, -signal.SIGINT) or not data.is_file():
-        raise BenchError(f"perf record -a failed ({rec.returncode}): "
+        raise BenchRunError(f"perf record -a failed ({rec.returncode}): "
                          f"{err.decode(errors='replace').strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
     for cmd, out in (([*PERF_REPORT, "--pid", str(pid)], report),
@@ -271,7 +271,7 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         proc = subprocess.run([*cmd, "-i", str(data)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
-            raise BenchError(f"perf report failed: {proc.stderr.strip()[-500:]}")
+            raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
         out.write_text(proc.stdout)
 
 
@@ -282,7 +282,7 @@ def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
     slimio.discard_bgsave(server, timeout)
     bound = [e for e in redislog.snapshots(log.read_text()) if e["kind"] == "snapshot_bound"]
     if not bound:
-        raise BenchError(f"{log} has no BGSAVE into SlimIO's discard sink")
+        raise BenchRunError(f"{log} has no BGSAVE into SlimIO's discard sink")
     b = bound[-1]
     out = {"snapshot_bound_s": b.get("child_duration_s", b["duration_s"]),
            "snapshot_bound_bytes": b["bytes"]}
@@ -361,7 +361,7 @@ def _check(server: RedisServer, before: dict, what: str) -> None:
     after = dataset(server)
     server.shutdown()
     if after != before:
-        raise BenchError(f"{what} did not restore the dataset: {before} before, {after} "
+        raise BenchRunError(f"{what} did not restore the dataset: {before} before, {after} "
                          f"after; see {server.log_file}")
 
 
@@ -430,7 +430,7 @@ def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
             got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin, report)
         except Exception as exc:
             shutil.move(scratch, out_dir / f"failed-{i}")
-            raise BenchError(f"run {i} ({plan.cell.system}, {plan.cell.policy}) failed: {exc}; "
+            raise BenchRunError(f"run {i} ({plan.cell.system}, {plan.cell.policy}) failed: {exc}; "
                              f"its files are in {out_dir / f'failed-{i}'}") from exc
         shutil.rmtree(scratch, ignore_errors=True)
         row = {"run": i, "round": r, "policy_block": block, "system": plan.cell.system,

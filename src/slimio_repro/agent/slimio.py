@@ -19,7 +19,7 @@ import subprocess
 from pathlib import Path
 
 from . import layout
-from .cellplan import Slimio
+from ..plan.cellplan import Slimio
 
 MIB = 1024 * 1024
 

@@ -7,10 +7,10 @@ import copy
 import dataclasses
 import math
 
-from ..guest import CellPlan
+from .cellplan import CellPlan
 from . import sizing
 from .config import validate
-from .plan import make
+from .resolve import make
 
 # The rewrite trigger above the WAL the bench's runs write (no rewrite), and SlimIO's WAL
 # region large enough that its own early rewrite, at 5/8 of the region

@@ -36,7 +36,7 @@ from pathlib import Path
 
 from . import fdp, fsimage, layout
 from . import roofline as rooflinemod
-from .cellplan import NamedDevice, Placement, Vm, on_file_system
+from ..plan.cellplan import NamedDevice, Placement, Vm, on_file_system
 
 TRACEFS = Path("/sys/kernel/tracing")
 TRACE_EVENT = "nvme/nvme_setup_cmd"
@@ -110,7 +110,7 @@ class GuestStorage:
                 raise GuestError(
                     f"{self.mountpoint} is not {self.namespace} mounted as {self.fstype} "
                     f"(found {found}); provision the guest for system baseline first "
-                    "(python3 -m slimio_repro.guest provision)")
+                    "(python3 -m slimio_repro.agent provision)")
             self.mount_options = found["options"]
             self.data_parent = self.mountpoint
         else:

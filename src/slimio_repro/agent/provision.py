@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from . import fdp, layout
-from .cellplan import Vm, on_file_system
+from ..plan.cellplan import Vm, on_file_system
 from .vmstorage import GuestError, fdp_stats, run_tool
 
 # Identify Controller CTRATT bit 19: Flexible Data Placement supported.
@@ -51,7 +51,7 @@ def mkfs_options(filesystem: str) -> tuple[str, ...]:
 
 
 @dataclass(frozen=True)
-class Facts:
+class GuestFacts:
     """What the guest and its namespace are, as read before anything is changed."""
     box_id: str | None
     kernel: str
@@ -76,7 +76,7 @@ def _sysfs(namespace: str, name: str) -> str | None:
         return None
 
 
-def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
+def gather(settings: Vm, raw_dir: Path | None = None) -> GuestFacts:
     """Read the facts; with ``raw_dir``, keep nvme-cli's JSON there (Identify Namespace, and
     with FDP the configurations and the handle status)."""
     ns = settings.namespace
@@ -104,7 +104,7 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
         raise GuestError(f"`blkid -p {ns}` failed ({blkid.returncode}): {blkid.stderr.strip()}")
     mounted = subprocess.run(["findmnt", "-n", "-o", "TARGET", "--source", ns],
                              capture_output=True, text=True) if is_block else None
-    return Facts(
+    return GuestFacts(
         box_id=box_id, kernel=platform.release(), namespace=ns, namespace_is_block=is_block,
         logical_block_size_bytes=int(lba) if lba else None, ctratt=ctratt,
         fdp_configs=tuple(fdp.parse_configs(configs)) if configs else (),
@@ -115,7 +115,7 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> Facts:
         mounted_at=mounted.stdout.strip() if mounted is not None else "")
 
 
-def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
+def problems(facts: GuestFacts, settings: Vm, system: str, expect_box_id: str | None,
              expect_kernel: str | None, fresh: bool = False) -> list[str]:
     """Everything wrong with the guest or its device for ``system``, each named (empty: go).
     ``fresh``: a cell's namespace must never have been written (FDP statistics)."""
@@ -171,7 +171,7 @@ def problems(facts: Facts, settings: Vm, system: str, expect_box_id: str | None,
     return out
 
 
-def prepare(facts: Facts, settings: Vm, system: str) -> list[str]:
+def prepare(facts: GuestFacts, settings: Vm, system: str) -> list[str]:
     """Make the namespace what ``system`` needs; return the commands that changed something."""
     ns, changed = facts.namespace, []
     scheduler = Path("/sys/block") / Path(ns).name / "queue" / "scheduler"

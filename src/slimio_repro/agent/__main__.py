@@ -1,12 +1,12 @@
-"""``python3 -m slimio_repro.guest run-cell --plan-json F --out DIR`` (in the cell's VM),
-``python3 -m slimio_repro.guest motivation-cell --plan-json F --out DIR`` (a motivation
+"""``python3 -m slimio_repro.agent run-cell --plan-json F --out DIR`` (in the cell's VM),
+``python3 -m slimio_repro.agent motivation-cell --plan-json F --out DIR`` (a motivation
 cell, in its VM: :mod:`.motivation`), and
-``python3 -m slimio_repro.guest provision --plan-json F [--system S]`` (a VM made by hand),
-``python3 -m slimio_repro.guest overwrite --plan-json F --out DIR ...`` (uniform random
+``python3 -m slimio_repro.agent provision --plan-json F [--system S]`` (a VM made by hand),
+``python3 -m slimio_repro.agent overwrite --plan-json F --out DIR ...`` (uniform random
 overwrites of the namespace: :mod:`.overwrite`), and
-``python3 -m slimio_repro.guest bench --plans-json F --rounds N --warmup N --out DIR`` (the
+``python3 -m slimio_repro.agent bench --plans-json F --rounds N --warmup N --out DIR`` (the
 bench's VM: :mod:`.bench`), and
-``python3 -m slimio_repro.guest check-device --device D [--i-own-this-device D]`` (what the
+``python3 -m slimio_repro.agent check-device --device D [--i-own-this-device D]`` (what the
 bare testbed sees of an NVMe namespace, and why it would refuse it: :mod:`.nameddevice`;
 reads only).
 
@@ -21,9 +21,9 @@ import json
 import sys
 from pathlib import Path
 
-from . import bench, layout, motivation, nameddevice, overwrite
-from .cell import CellError, run
-from .cellplan import SYSTEMS, CellPlan
+from . import bench_runs, layout, motivation_cells, nameddevice, overwrite
+from .run_cell import CellError, run
+from ..plan.cellplan import SYSTEMS, CellPlan
 from .fdp import FdpError
 from .provision import provision
 from .roofline import RooflineError
@@ -31,7 +31,7 @@ from .vmstorage import GuestError
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="slimio_repro.guest")
+    ap = argparse.ArgumentParser(prog="slimio_repro.agent")
     sub = ap.add_subparsers(dest="command", required=True)
     for name, helptext in (
             ("run-cell", "run one cell from its plan"),
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             facts = nameddevice.gather(args.device)
         except GuestError as exc:
-            print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+            print(f"slimio_repro.agent: error: {exc}", file=sys.stderr)
             return 2
         found = nameddevice.problems(facts, args.i_own_this_device)
         print(json.dumps({"facts": facts.as_dict(), "problems": found}, indent=2))
@@ -84,12 +84,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "bench":
         plans = [CellPlan.from_dict(p) for p in json.loads(Path(args.plans_json).read_text())]
         try:
-            bench.run(plans, args.rounds, args.warmup, Path(args.out),
+            bench_runs.run(plans, args.rounds, args.warmup, Path(args.out),
                       say=lambda line: print(line, flush=True),
                       persistence_phases=not args.wal_only, fio_bin=layout.GUEST_FIO,
                       profile=args.profile)
-        except (bench.BenchError, GuestError) as exc:
-            print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+        except (bench_runs.BenchRunError, GuestError) as exc:
+            print(f"slimio_repro.agent: error: {exc}", file=sys.stderr)
             return 2
         return 0
     plan = CellPlan.from_json(Path(args.plan_json).read_text())
@@ -102,11 +102,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "provision":
             print(json.dumps(provision(plan.vm, args.system or plan.cell.system), indent=2))
         elif args.command == "motivation-cell":
-            print(motivation.run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
+            print(motivation_cells.run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
         else:
             print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
     except (CellError, GuestError, RooflineError, FdpError, ValueError) as exc:
-        print(f"slimio_repro.guest: error: {exc}", file=sys.stderr)
+        print(f"slimio_repro.agent: error: {exc}", file=sys.stderr)
         return 2
     return 0
 

@@ -24,9 +24,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from . import (benchmark, fsimage, layout, nameddevice, provenance, provision, redislog, slimio,
-               vmstorage, ycsb)
+               vmstorage, ycsb_client)
 from .phases import Phases
-from .cellplan import Cell, CellPlan
+from ..plan.cellplan import Cell, CellPlan
 from .sampler import Sampler
 from .server import RedisServer, free_port, render_conf
 
@@ -117,7 +117,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
         prov["ycsb"] = {"build": json.loads((ycsb_dir / "build.json").read_text()),
                         "java": provenance.java(),
                         "client_host": "guest" if cell.testbed == "vm" else "host",
-                        "workload_file": str(ycsb_dir / ycsb.WORKLOAD_FILE)}
+                        "workload_file": str(ycsb_dir / ycsb_client.WORKLOAD_FILE)}
     commands, events, device = [], {}, {}
     servers: list[RedisServer] = []
     keys = sampled_keys(cell, workload, plan.recovery.sampled_keys)
@@ -302,17 +302,17 @@ def run_ycsb(ycsb_dir: Path, port: int, workload, partial: Path, commands: list,
     against the cell's server, each timed by ``timed`` (:meth:`Phases.phase`) as the cell's
     load and workload. Returns their events; the run phase is the cell's workload."""
     events = {}
-    for phase in ycsb.PHASES:
+    for phase in ycsb_client.PHASES:
         name = "load" if phase == "load" else "workload"
         with timed(name):
-            cmd = ycsb.command(ycsb_dir, phase, port, workload,
+            cmd = ycsb_client.command(ycsb_dir, phase, port, workload,
                                partial / layout.RAW_YCSB_HDR_PREFIX.format(phase=phase))
             commands.append({"what": f"ycsb {phase}", "argv": cmd})
             stdout = partial / layout.RAW_YCSB_STDOUT.format(phase=phase)
-            events[name] = ycsb.run(
+            events[name] = ycsb_client.run(
                 cmd, stdout, partial / layout.RAW_YCSB_STATUS.format(phase=phase),
                 workload.timeout_s, phase)
-            ycsb.verify(ycsb.parse_summary(stdout.read_text(), str(stdout)), phase,
+            ycsb_client.verify(ycsb_client.parse_summary(stdout.read_text(), str(stdout)), phase,
                         workload.records if phase == "load" else workload.operations,
                         str(stdout))
         if phase == "load":
