@@ -5,7 +5,7 @@ import json
 import pytest
 
 from conftest import CELL_FIXTURES
-from slimio_repro.aggregate import tables as aggregate
+from slimio_repro import aggregate
 from slimio_repro.bound import BOUND_METRIC
 from slimio_repro.parse import record as parse
 
@@ -91,8 +91,8 @@ def test_tables_have_slimio_rows(side_by_side, tmp_path):
 def test_ratios_are_ratios_of_means_with_n(side_by_side, tmp_path):
     pd = __import__("pandas")
     aggregate.write_all(side_by_side, tmp_path / "t")
-    for name, columns in (("table3_ratios", aggregate.TABLE3_RATIO_COLUMNS),
-                          ("table5_ratios", aggregate.TABLE5_RATIO_COLUMNS)):
+    for name, columns in (("table3_ratios", aggregate.ratios.TABLE3_RATIO_COLUMNS),
+                          ("table5_ratios", aggregate.ratios.TABLE5_RATIO_COLUMNS)):
         table = pd.read_csv(tmp_path / "t" / f"{name}.csv")
         assert len(table) == 2 * len(columns)  # per policy, per metric
         assert set(table.system) == {"slimio"} and set(table.policy) == {"periodical",
@@ -305,7 +305,7 @@ def test_a_snapshot_is_held_against_the_slower_of_its_two_bounds():
          "on_demand_snapshot_bytes": 120e6, "roofline_seq_write_mb_s": 60.0,
          "on_demand_snapshot_child_s": 3.0},
     ])
-    got = aggregate.snapshot_bounds(cells)
+    got = aggregate.roofline_table.snapshot_bounds(cells)
     assert list(got.snapshot_bound_mb_s[:3]) == pytest.approx([300.0] * 3)
     assert list(got.snapshot_floor_s[:3]) == pytest.approx([0.3, 0.3, 2.0])
     assert list(got.snapshot_bound_ratio[:3]) == pytest.approx([1.5, 2.0, 1.5])
@@ -323,7 +323,7 @@ def test_ratios_include_slimio_without_fdp_and_waf(vm_records, tmp_path):
     aggregate.write_all(vm_records, tmp_path / "t")
     table = pd.read_csv(tmp_path / "t" / "table3_ratios.csv")
     assert set(table.system) == {"slimio", "slimio-nofdp"}
-    assert len(table) == 2 * 2 * len(aggregate.TABLE3_RATIO_COLUMNS)  # systems x policies
+    assert len(table) == 2 * 2 * len(aggregate.ratios.TABLE3_RATIO_COLUMNS)  # systems x policies
     waf = table[table.metric == "waf"].set_index(["system", "policy"]).ratio_to_baseline
     assert waf[("slimio-nofdp", "always")] == pytest.approx(1.001 / 1.004)
     assert waf[("slimio", "periodical")] == pytest.approx(1.002 / 1.004)

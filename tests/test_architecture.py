@@ -263,6 +263,7 @@ def test_labels_and_the_bound_name_the_plans_identifiers():
     from slimio_repro.plan import cellplan
     assert set(labels.SYSTEM_LABEL) == set(cellplan.SYSTEMS)
     assert set(labels.POLICY_LABEL) == set(cellplan.POLICY_APPENDFSYNC)
+    assert set(labels.WORKLOAD_LABEL) == set(cellplan.WORKLOADS)
     assert bound.BOUND_SYSTEM == cellplan.NOPERSIST
 
 
@@ -281,7 +282,8 @@ def test_shared_facts_have_one_place():
     nvme_setup_cmd event (the agent's vmstorage enables it; the FTL replays what it reads)."""
     from slimio_repro import bound, labels
     tables = {"labels.SYSTEM_LABEL": labels.SYSTEM_LABEL, "labels.POLICY_LABEL": labels.POLICY_LABEL,
-              "labels.KIND_LABEL": labels.KIND_LABEL, "bound.BOUND_METRIC": bound.BOUND_METRIC}
+              "labels.KIND_LABEL": labels.KIND_LABEL, "labels.WORKLOAD_LABEL": labels.WORKLOAD_LABEL,
+              "bound.BOUND_METRIC": bound.BOUND_METRIC}
     copies = []
     for name, path in modules().items():
         if name in ("slimio_repro.labels", "slimio_repro.bound"):

@@ -16,7 +16,7 @@ import yaml
 from conftest import FIXTURES, VENV_BIN, snakemake
 from slimio_repro import ftl, paths
 from slimio_repro import motivation
-from slimio_repro.aggregate import tables
+from slimio_repro.aggregate import ftl_tables
 from slimio_repro.claims import catalog, judge, regress, render, stats
 from slimio_repro.parse.motivation_records import parse_motivation_cell
 
@@ -41,7 +41,7 @@ def test_every_metric_a_claim_names_is_produced_or_the_claim_says_why_not(fixtur
     seq = tmp_path / "seq.json"
     seq.write_text(json.dumps(ftl.replay_sequence(
         [FIXTURES / "ftl" / "vm-baseline-redis-benchmark-periodical-r1"], "femu-fdp", False)))
-    produced |= set(tables.load_ftl([seq])[0].columns)
+    produced |= set(ftl_tables.load_ftl([seq])[0].columns)
     # The motivation's records (Table 1's cells and the motivation cells, with what the
     # aggregate stage derives), from real cells' raw directories.
     mot = FIXTURES / "motivation"

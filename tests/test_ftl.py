@@ -246,19 +246,21 @@ def test_trace_parser_reads_markers_discard_bios_and_write_zeroes(tmp_path):
 
 
 def test_ftl_table_and_table3_column_from_a_real_sequence(tmp_path):
-    from slimio_repro.aggregate import tables
+    from slimio_repro.aggregate import ftl_tables
     seq = ftl.replay_sequence([BASELINE])
     assert seq["device_checks"][0]["ru_usage_ok"] is True
     f = tmp_path / "vm-baseline-redis-benchmark-periodical.json"
     f.write_text(json.dumps(seq))
-    cells, sequences = tables.load_ftl([f])
+    cells, sequences = ftl_tables.load_ftl([f])
     assert cells.waf_modelled.tolist() == [1.0]
     # The cell's record has QEMU's device WAF (1.00: it collects no garbage).
     cells = cells.assign(testbed="vm", system="baseline", workload="redis-benchmark",
                          policy="periodical", waf=1.0)
-    tables.write_ftl(cells, sequences, tmp_path)
+    ftl_tables.write_ftl(cells, sequences, tmp_path)
     md = (tmp_path / "ftl_waf.md").read_text()
-    assert "| Periodical-Log | Baseline | vm | 1 | 1.000 | 1.000 | 1.000 |" in md
+    # Both workloads share the table: each row names its own.
+    assert "| Policy | System | Workload | Testbed | n |" in md
+    assert "| Periodical-Log | Baseline | redis-benchmark | vm | 1 | 1.000 | 1.000 | 1.000 |" in md
     assert "The device (QEMU) reports 1.00" in md
     assert "usage exactly in 1 of 1 cells, its media bytes written (QEMU's order-dependent " \
         "padding) in 1" in md and "femu-fdp" in md
@@ -308,16 +310,16 @@ def test_slimio_deallocations_reach_the_device_and_the_model():
 
 
 def test_sweep_table_and_figure(tmp_path):
-    from slimio_repro.aggregate import plot, tables
+    from slimio_repro.aggregate import ftl_tables, plot
     seq = ftl.replay_sequence([SLIMIO])
     points = seq["sweep"]
     assert {(p["parameter"], p["placement"]) for p in points} == {
         ("ru_bytes", True), ("op", True), ("handles", True), ("deallocations", True),
         ("ru_bytes", False), ("op", False), ("deallocations", False)}
     assert all(p["waf"] == 1.0 for p in points)  # 0.45 GiB on 8 GiB: no GC on any of them
-    frame = tables.sweep_frame([seq])
+    frame = ftl_tables.sweep_frame([seq])
     assert set(frame.system) == {"slimio"} and set(frame.policy) == {"periodical"}
-    tables.write_sweep([seq], tmp_path)
+    ftl_tables.write_sweep([seq], tmp_path)
     md = (tmp_path / "waf_sensitivity.md").read_text()
     assert "| SlimIO | redis-benchmark | Periodical-Log | ignored | 1.000 |" in md
     plot.waf_sensitivity(frame, [tmp_path / "w.png", tmp_path / "w.pdf"])
@@ -352,10 +354,10 @@ def test_deallocations_ignored_make_the_device_copy_more():
 
 
 def test_sweep_table_and_figure_without_vm_cells(tmp_path):
-    from slimio_repro.aggregate import plot, tables
-    frame = tables.sweep_frame([])
+    from slimio_repro.aggregate import ftl_tables, plot
+    frame = ftl_tables.sweep_frame([])
     assert frame.empty and "parameter" in frame
-    tables.write_sweep([], tmp_path)
+    ftl_tables.write_sweep([], tmp_path)
     assert "No sweep: the run has no vm cell, or its profile sets ftl.sweep: false" in \
         (tmp_path / "waf_sensitivity.md").read_text()
     plot.waf_sensitivity(frame, [tmp_path / "w.png"])

@@ -14,7 +14,7 @@ import yaml
 from conftest import CELL_FIXTURES, FIXTURES
 from slimio_repro import paths
 from slimio_repro.parse import record as parse
-from slimio_repro.aggregate import plot, tables
+from slimio_repro.aggregate import ftl_tables, plot
 
 CELLS = {"baseline": "bare-baseline-redis-benchmark-periodical-r1",
          "slimio": "bare-slimio-redis-benchmark-periodical-r1"}
@@ -238,7 +238,7 @@ def test_waf_sensitivity_has_the_papers_waf_as_labelled_lines(captured, tmp_path
     from slimio_repro import ftl
     seq = ftl.replay_sequence([FIXTURES / "ftl" / "vm-slimio-redis-benchmark-periodical-r1"])
     out = tmp_path / "waf_sensitivity.png"
-    plot.waf_sensitivity(tables.sweep_frame([seq]), [out], sequences=[seq])
+    plot.waf_sensitivity(ftl_tables.sweep_frame([seq]), [out], sequences=[seq])
     (fig,) = captured
     expected = {("Baseline", "Periodical-Log", 1.14), ("Baseline", "Always-Log", 1.24),
                 ("SlimIO", "Periodical-Log and Always-Log", 1.00)}
@@ -262,7 +262,7 @@ def test_waf_sensitivity_has_the_papers_waf_as_labelled_lines(captured, tmp_path
 
 def test_waf_sensitivity_without_a_sweep_still_shows_the_papers_waf(captured, tmp_path):
     out = tmp_path / "w.png"
-    plot.waf_sensitivity(tables.sweep_frame([]), [out], caption=tmp_path / "w.txt")
+    plot.waf_sensitivity(ftl_tables.sweep_frame([]), [out], caption=tmp_path / "w.txt")
     (fig,) = captured
     assert sorted(line.get_ydata()[0] for line in fig.get_axes()[0].get_lines()) == \
         [1.00, 1.14, 1.24]

@@ -17,7 +17,8 @@ import pytest
 
 from conftest import plan_of, snakemake
 from slimio_repro import claims, paths, report
-from slimio_repro.aggregate import plot, tables
+from slimio_repro import aggregate
+from slimio_repro.aggregate import ftl_tables, plot
 
 # The run the fixtures complete: a bare matrix of their redis-benchmark cells (they have each
 # of its cells, and more). VM_MOTIVATION: a vm run with every figure's systems and the
@@ -66,7 +67,7 @@ def complete_run(fixture_results, tmp_path_factory) -> tuple[Path, dict[str, str
             plot.cell_figure(cell, cell.with_suffix(".timeseries.csv"),
                              [results / f, (results / f).with_suffix(".pdf")])
     waf = results / "figures" / "waf_sensitivity"
-    plot.waf_sensitivity(tables.sweep_frame([]), [waf.with_suffix(".png"),
+    plot.waf_sensitivity(ftl_tables.sweep_frame([]), [waf.with_suffix(".png"),
                                                   waf.with_suffix(".pdf")],
                          caption=waf.with_suffix(".caption.txt"), sequences=[])
     assert [f for f in expected if not (results / f).exists()] == [], \
@@ -216,9 +217,9 @@ def test_the_run_expects_what_its_plan_makes(complete_run, vm_motivation_run):
     assert {f for f in expected if f.startswith("figures/runtime_rps/")
             and f.endswith(".png")} == {
         paths.CELL_FIGURE_PATTERN.format(**c.wildcards(), ext="png") for c in cells}
-    for name in tables.RUNTIME_RPS_FIGURES:
+    for name in aggregate.RUNTIME_RPS_FIGURES:
         assert (f"figures/{name}.png" in expected) == bool(
-            tables.runtime_rps_figure_cells(cells, name))
+            aggregate.runtime_rps_figure_cells(cells, name))
     for files, with_motivation in ((expected, False), (vm_motivation_run, True)):
         assert (f"{paths.MOTIVATION_FIGURE}.png" in files) == with_motivation
         for table in paths.MOTIVATION_TABLES:

@@ -8,7 +8,7 @@ import time
 import pandas as pd
 import pytest
 
-from slimio_repro.aggregate import tables
+from slimio_repro.aggregate import timing
 from slimio_repro.agent import layout, phases
 from slimio_repro.plan.cellplan import Cell
 from slimio_repro.parse import record as parse
@@ -67,7 +67,7 @@ def test_timing_table_summarises_phases_per_system_and_workload(tmp_path):
         record("slimio", "ycsb-a", "always", 1, 15.0, 30.0, 70.0),
         record("slimio", "ycsb-a", "always", 2, 11.0, 28.0, 66.0),
     ])
-    summary = tables.write_timing(cells, tmp_path)
+    summary = timing.write_timing(cells, tmp_path)
     rows = {(r.system, r.workload): r for r in summary.itertuples()}
     base = rows[("baseline", "redis-benchmark")]
     assert base.n == 2 and base.phase_boot_s_mean == 13.0 and base.cell_total_s_max == 44.0

@@ -5,7 +5,7 @@ import re
 import pytest
 
 from conftest import snakemake
-from slimio_repro.aggregate import tables as aggregate
+from slimio_repro import aggregate
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod
 from slimio_repro.build import fio

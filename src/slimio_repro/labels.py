@@ -20,6 +20,10 @@ POLICY_LABEL = {
     "always": "Always-Log",
     "none": "No persistence",
 }
+WORKLOAD_LABEL = {
+    "redis-benchmark": "redis-benchmark",
+    "ycsb-a": "YCSB-A",
+}
 # The data kinds SlimIO places (its snapshot kinds as the paper names them).
 KIND_LABEL = {
     "wal": "WAL",

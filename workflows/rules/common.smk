@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from slimio_repro import paths as pathsmod  # noqa: E402
 from slimio_repro import plan as planmod  # noqa: E402
 from slimio_repro import report as reportmod  # noqa: E402
-from slimio_repro.aggregate import tables as aggregatemod  # noqa: E402
+from slimio_repro import aggregate as aggregatemod  # noqa: E402
 from slimio_repro.build import fio as fiomod  # noqa: E402
 from slimio_repro.build import redis as build_redis  # noqa: E402
 from slimio_repro.build import ycsb_binding as ycsbmod  # noqa: E402

@@ -1,7 +1,7 @@
 """Rule aggregate_tables: thin wrapper over slimio_repro.aggregate.write_all."""
 from pathlib import Path
 
-from slimio_repro.aggregate import tables as aggregate
+from slimio_repro import aggregate
 from slimio_repro.smk import logged
 
 with logged(snakemake.log[0]):

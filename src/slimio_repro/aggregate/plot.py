@@ -16,7 +16,8 @@ import matplotlib.transforms as mtransforms  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from ..labels import KIND_LABEL, POLICY_LABEL, SYSTEM_LABEL  # noqa: E402
-from .tables import RUNTIME_RPS_FIGURES, _paper_rows  # noqa: E402
+from .figures import RUNTIME_RPS_FIGURES  # noqa: E402
+from .reference import paper_rows  # noqa: E402
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
 SHADE = {"wal_snapshot": ("tab:orange", KIND_LABEL["wal_snapshot"]),
@@ -95,7 +96,7 @@ def _write_caption(path: Path, paragraphs: list[str]) -> None:
 def paper_row(system: str, policy: str = PAPER_POLICY) -> dict | None:
     """The paper's Table 3 row of ``system`` under ``policy``; None if the paper has none
     (SlimIO without FDP has no table row)."""
-    return next((r for r in _paper_rows(PAPER_TABLE)
+    return next((r for r in paper_rows(PAPER_TABLE)
                  if r["system"] == system and r.get("policy") == policy), None)
 
 
@@ -323,7 +324,7 @@ def paper_waf() -> list[tuple[str, list[str], float]]:
     """The paper's SSD WAF (Table 3, FEMU): (system, policies, WAF), one entry per distinct
     value of a system (SlimIO's 1.00 under both policies is one entry)."""
     out: dict[tuple[str, float], list[str]] = {}
-    for r in _paper_rows(PAPER_TABLE):
+    for r in paper_rows(PAPER_TABLE):
         out.setdefault((r["system"], r["waf"]), []).append(r["policy"])
     order = list(SYSTEM_LABEL)
     return [(system, policies, waf) for (system, waf), policies in

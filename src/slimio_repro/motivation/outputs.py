@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from .. import labels
-from ..aggregate import plot, tables
+from ..aggregate import plot, summary
 from ..ftl import FEMU_OP, Device, Geometry
 
 # Table 1 of the paper (RPS; peak memory in GB, printed as integers).
@@ -120,7 +120,7 @@ def table1_markdown(t: pd.DataFrame, notes: list[str]) -> str:
 
 def load(files: list[Path]) -> pd.DataFrame:
     """Records (one per cell), in the tables' order: system (as SYSTEM_LABEL), then rep."""
-    df = tables.load_records(files)
+    df = summary.load_records(files)
     if df.empty:
         return df
     order = {s: i for i, s in enumerate(SYSTEM_LABEL)}

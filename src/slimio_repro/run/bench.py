@@ -9,7 +9,7 @@ configuration, the host or guest, the git commit, the tools).
 
 Each round gives one ratio per pair of systems under a policy, its two runs a few seconds
 or minutes apart; the median over rounds and the min-max show how far the machine's noise
-moves it. Ratios, not absolute rates, are the result (DESIGN §5).
+moves it. Ratios, not absolute rates, are the result.
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _ratio_rows(runs: list[dict]) -> list[dict]:
 
 
 def _with_rates(runs: list[dict]) -> list[dict]:
-    """Each run's snapshot MB/s and its bounds (DESIGN §5: the lower of the two rates, so
+    """Each run's snapshot MB/s and its bounds (the lower of the two rates, so
     the longer of the two times):
 
     * snapshot_floor_s: the longer of the no-I/O bound (the round's BGSAVE into nothing,
@@ -248,7 +248,7 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                   "snapshot wrote; iodepth 8). A snapshot's bound is the longer of the "
                   "round's BGSAVE into nothing and its bytes at fio's write rate; a "
                   "recovery's, the longer of its log loaded from memory and that log's "
-                  "bytes at fio's read rate (the lower of the two rates, DESIGN §5). "
+                  "bytes at fio's read rate (the lower of the two rates). "
                   "Under Always-Log a SlimIO run's SETs wait for their batch's one durable "
                   "write: fio then writes the run's mean batch (its WAL blocks and the tail "
                   "block each batch rewrites) 200 times, one at a time, durably (FUA "
