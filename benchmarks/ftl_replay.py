@@ -1,5 +1,5 @@
-"""How fast the FTL model replays, in page writes per second on one core (issue 15's target:
-at least 20 million, so that the paper profile's largest trace replays in seconds).
+"""How fast the FTL model replays, in page writes per second on one core (the target: at
+least 20 million, so that the paper profile's largest trace replays in seconds).
 
 Run: .venv/bin/python benchmarks/ftl_replay.py [--gib N]
 

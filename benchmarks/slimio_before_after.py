@@ -1,12 +1,12 @@
-"""SlimIO's WAL throughput, two builds side by side (issue 17's "no throughput regression":
-the crash-hardening changes against the build before them).
+"""SlimIO's WAL throughput, two builds side by side: a change to SlimIO's
+server against the build before it, so that no change costs WAL throughput unseen.
 
 Run: .venv/bin/python benchmarks/slimio_before_after.py BEFORE_BIN AFTER_BIN [--rounds 5]
 
 For each round and each logging policy, both builds run in turn (the order alternates every
 round, so that a drift of the shared machine hits both alike): a fresh SlimIO device file
 (`file` backend, O_DIRECT, on /var/tmp), redis-server with appendonly yes, no rewrites, and
-redis-benchmark with 50 clients, 4 KiB values, 8-byte keys and 100 k SETs (issue 18's
+redis-benchmark with 50 clients, 4 KiB values, 8-byte keys and 100 k SETs (the bench's
 settings). It prints each run's requests per second, then per policy the median RPS of each
 build and the median of the per-round ratios after/before with their range. Numbers, not
 assertions: these machines are shared and noisy, so only the ratio measured side by side is

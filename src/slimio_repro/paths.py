@@ -48,7 +48,7 @@ FIO_PIN = BOX_DIR / "fio.yaml"
 YCSB_BINDINGS_DIR = REPO_ROOT / "ycsb-bindings"
 YCSB_POM = YCSB_BINDINGS_DIR / "pom.xml"
 ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_archive_uri.py"
-# Written by the setup playbook's host_accel role (src/slimio_repro/accel.py).
+# Written by the setup playbook's host_accel role (src/slimio_repro/testbed/accel.py).
 ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
 # Where the host_femu setup role links its FEMU build (its host_femu_prefix + bin/).
 FEMU_EMULATOR = "/opt/femu/bin/qemu-system-x86_64"

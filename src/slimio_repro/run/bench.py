@@ -208,65 +208,8 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                              f"{r['median']:.3f} | {r['min']:.3f}-{r['max']:.3f} |")
     rewrites = [r for r in runs if r["aof_rewrites"]]
     lines += ["", "nopersist (no persistence) is the bound: the same server with AOF and "
-              "snapshots off. It runs once per policy in each round, so every policy's "
-              "ratios to it are taken minutes apart at most."]
-    if any("snapshot_s" in r for r in runs):
-        lines += ["", "Snapshot: an On-Demand-Snapshot (BGSAVE) after the measured SETs, its "
-                  "time from the server log, from the fork to the child's last line (the "
-                  "parent sees the child's exit only in its next serverCron, up to 100 ms "
-                  "later, for every system alike). Into nothing: in the "
-                  "slimio run, a second BGSAVE with slimio-snapshot-sink discard, the same "
-                  "serialisation into a sink that keeps nothing (the no-I/O bound). "
-                  "nopersist's BGSAVE goes to a directory in memory (tmpfs), whose page "
-                  "allocation and copy it pays in line. "
-                  "Recovery: a restart on the run's own storage, the load time Redis logs; "
-                  "the bound's loads its RDB from memory. Log from memory: the system's own "
-                  "recovery input (the baseline's AOF directory; SlimIO's WAL-Snapshot slot "
-                  "and live WAL, exported with slimio-admin) copied into memory and loaded "
-                  "by stock Redis. Every load is checked against the dataset's DEBUG DIGEST."]
-    if any("snapshot_cpu_s" in r for r in runs):
-        lines += ["", "Snapshot CPU: the CPU seconds a SlimIO snapshot child reports at its end "
-                  "(getrusage: all its threads, serialising, completing and checksumming, "
-                  "io_uring's workers; and the serialising thread alone); the BGSAVE into "
-                  "nothing's likewise (one thread). The serialising thread's over the bound's "
-                  "is the work SlimIO's path adds in line; the rest of the time ratio is "
-                  "waiting (for the device, or for a CPU the host's other work holds)."]
-    if any("wal_batch_device_ms" in r for r in runs):
-        lines += ["", "WAL batches (INFO slimio, warm-up included): queued, the ms per batch "
-                  "its data waited from its first append to the batch's submission (behind "
-                  "the batch in flight, or gathering); device, the ms per batch from "
-                  "submission to its last part's completion; reply release, under "
-                  "Always-Log, the ms per held reply from its batch becoming durable (and its "
-                  "event-loop iteration over) to the event loop sending it on; batches "
-                  "beside another, the share submitted while another was in flight "
-                  "(Always-Log keeps two); WAL pad share, the share of the WAL's bytes "
-                  "that are the annotation lines ending Always-Log batches on a block."]
-    if any("device_read_mb_s" in r for r in runs):
-        lines += ["", "Bounds: fio reads, then writes, the slimio run's own device sequentially "
-                  "after its recovery (its nvme passthru char device in a VM, its device "
-                  "file with O_DIRECT on bare; as many bytes as the recovery read and the "
-                  "snapshot wrote; iodepth 8). A snapshot's bound is the longer of the "
-                  "round's BGSAVE into nothing and its bytes at fio's write rate; a "
-                  "recovery's, the longer of its log loaded from memory and that log's "
-                  "bytes at fio's read rate (the lower of the two rates). "
-                  "Under Always-Log a SlimIO run's SETs wait for their batch's one durable "
-                  "write: fio then writes the run's mean batch (its WAL blocks and the tail "
-                  "block each batch rewrites) 200 times, one at a time, durably (FUA "
-                  "through passthru, O_DSYNC on a file); one durable write per batch "
-                  "holds the run at its SETs per batch over fio's mean latency, and "
-                  "nopersist plus one durable write per batch adds that latency, spread "
-                  "over the batch's SETs, to the round's nopersist time per SET (a client "
-                  "sends its next SET only after its reply). Both are serial references: "
-                  "with two batches in flight (SlimIO under Always-Log) a run may pass "
-                  "them."]
-    if any("host_vcpu_cores" in r for r in runs):
-        lines += ["", "Host cores (vm): what the host's CPUs did during each run's measured "
-                  "SETs, from the CPU time of QEMU's threads and the host's /proc/stat "
-                  f"({HOST_CPU_FILE}): QEMU's vCPU threads (the guest: server, client, its "
-                  "kernel), the rest of QEMU (the emulated devices: the NVMe controller's "
-                  "commands and its backing file's I/O), and everything else on the host. "
-                  "Under TCG the emulation runs on the same host cores as the vCPUs, so "
-                  "what the emulated SSD costs is taken from the guest."]
+              "snapshots off, once per policy in each round. What each row measures, and how "
+              "its bounds are taken: docs/explanation/bench.md in the repository."]
     lines += ["", f"Runs with a rewrite (none expected): {len(rewrites)}."]
     return "\n".join(lines) + "\n"
 
