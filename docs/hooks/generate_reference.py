@@ -108,6 +108,8 @@ def _rows(node: dict, path: str, comments: dict[str, str], out: list[list[str]])
         description = child.get("description") or comments.get(dotted, "")
         if not child.get("description") and description:
             description += " *(from `config/config.yaml`)*"
+        if not description and child.get("properties"):
+            description = "A section: its keys follow."
         default = _value(child["default"]) if "default" in child else "(none)"
         if child.get("type") == "object" and child.get("properties"):
             default = "(its keys' defaults)" if child.get("default") == {} else default
@@ -136,8 +138,8 @@ def configuration_page(repo: Path) -> str:
         "",
     ]
     for top, node in schema["properties"].items():
-        lines += [f"## `{top}`", "", _cell(node.get("description")
-                                            or comments.get(top, "")), ""]
+        about = node.get("description") or comments.get(top) or "A section: its keys follow."
+        lines += [f"## `{top}`", "", _cell(about), ""]
         rows: list[list[str]] = []
         leaf = {"properties": {top: node}}
         _rows(leaf, "", comments, rows)
