@@ -4,6 +4,8 @@ made before a build made at planning time (through `snakemake -n`, naming the ke
 import copy
 import dataclasses
 import json
+import re
+import shlex
 import subprocess
 import sys
 
@@ -133,31 +135,101 @@ def test_distinct_mistakes_are_at_least_fifteen():
     assert len({m for _, m in BAD}) == len(BAD) >= 15
 
 
-# Every command line the README shows, as a dry run (the paper profile has its own test in
-# test_workflow.py: it does not fit this host).
-README_COMMANDS = [
-    ["reproduce"],
-    ["reproduce", "--configfile", "config/profiles/ci.yaml"],
-    ["reproduce", "--config", "matrix={testbeds: [bare], systems: [baseline, slimio]}"],
-    ["reproduce", "--config", "matrix={repetitions: 5}"],
-]
+# Every command the README shows is run by a test. Its lines in ```sh blocks and its inline
+# `make ...` / `snakemake ...` / `.venv/bin/...` spans are parsed here:
+# * a `snakemake --cores all ...` line is planned (a dry run that must plan cells);
+# * a `make TARGET [VAR=value]` is dry-run with `make -n`, and the Snakemake command it runs
+#   is planned too (so `make reproduce PROFILE=ci` plans the ci profile);
+# * the `.venv/bin/mkdocs build` line is run by tests/test_docs.py.
+# A README command of any other kind fails test_every_readme_command_is_run_by_a_test.
+# (The paper profile's command has its own test in test_workflow.py: it does not fit this
+# host.)
+def readme_commands() -> list[str]:
+    text = (REPO / "README.md").read_text()
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", text, re.S):
+        for line in block.splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line:
+                commands.append(line)
+    commands += re.findall(r"`((?:make [a-z]|snakemake |\.venv/bin/)[^`]*)`", text)
+    return list(dict.fromkeys(commands))
 
 
-def test_readme_shows_the_commands_tested_here():
-    readme = (REPO / "README.md").read_text()
-    assert ("snakemake --cores all reproduce --config "
-            "'matrix={testbeds: [bare], systems: [baseline, slimio]}'") in readme
-    assert "--config 'matrix={repetitions: 5}'" in readme
-    assert "snakemake --cores all reproduce --configfile config/profiles/ci.yaml" in readme
+def readme_snakemake_args(commands: list[str]) -> list[list[str]]:
+    """The arguments after `snakemake --cores all` of the README's snakemake lines."""
+    found = []
+    for command in commands:
+        words = shlex.split(command)
+        if words[0] == "snakemake":
+            assert words[1:3] == ["--cores", "all"], command
+            found.append(words[3:])
+    return found
 
 
-@pytest.mark.parametrize("args", README_COMMANDS, ids=lambda a: " ".join(a[1:]) or "smoke")
-def test_readme_commands_plan(args, tmp_path):
-    proc = snakemake("-n", "--nolock", "--cores", "all", *args[:1], *args[1:],
+README_COMMANDS = readme_commands()
+README_SNAKEMAKE = readme_snakemake_args(README_COMMANDS)
+README_MAKE = [c for c in README_COMMANDS if c.startswith("make ")]
+
+
+def plan_dry_run(args: list[str], tmp_path) -> None:
+    proc = snakemake("-n", "--nolock", "--cores", "all", *args,
                      *(["--config"] if "--config" not in args else []),
                      f"results_dir={tmp_path}", f"build_dir={tmp_path / 'build'}")
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "run_cell" in proc.stdout
+
+
+def test_every_readme_command_is_run_by_a_test():
+    assert "make reproduce" in README_COMMANDS and "make test" in README_COMMANDS
+    assert README_SNAKEMAKE, "the README shows no snakemake command"
+    untested = [c for c in README_COMMANDS
+                if not (c.startswith(("snakemake ", "make "))
+                        or c.startswith(".venv/bin/mkdocs build "))]
+    assert not untested, (f"README commands no test runs: {untested}; add a case to "
+                          "tests/test_plan.py (README commands) or tests/test_docs.py")
+
+
+def test_the_readme_parser_finds_commands_in_blocks_and_spans():
+    assert ["reproduce", "--configfile", "config/profiles/ci.yaml"] in README_SNAKEMAKE
+    assert "make test-fast" in README_MAKE
+
+
+@pytest.mark.parametrize("args", README_SNAKEMAKE, ids=lambda a: " ".join(a) or "reproduce")
+def test_readme_commands_plan(args, tmp_path):
+    plan_dry_run(args, tmp_path)
+
+
+# What each make target the README shows must run (its recipe under `make -n`).
+MAKE_RUNS = {
+    "reproduce": r"/snakemake --cores all reproduce ",
+    "test": r"/pytest -ra tests$",
+    "test-fast": r"/pytest -ra -m \"not slow\" tests$",
+    "setup-host": r"/ansible-playbook playbooks/setup-host\.yml",
+    "decide": r"/slimio-repro decide results --budget ",
+    "motivation": r"/snakemake --cores all motivation ",
+    "bench": r"/slimio-repro bench --testbed ",
+    "nightly": r"/slimio-repro regress ",
+    "crash-campaign": r"/snakemake --cores 1 crash_campaign ",
+}
+
+
+@pytest.mark.parametrize("command", README_MAKE)
+def test_readme_make_targets_run_what_they_say(command, tmp_path):
+    words = shlex.split(command)
+    target = words[1]
+    assert target in MAKE_RUNS, f"{command}: add what `make {target}` runs to MAKE_RUNS"
+    proc = subprocess.run(["make", "-n", "--no-print-directory", *words[1:]], cwd=REPO,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+    recipe = proc.stdout.replace("\\\n", " ")
+    lines = [re.sub(r"\s+", " ", line).strip() for line in recipe.splitlines()]
+    assert any(re.search(MAKE_RUNS[target], line) for line in lines), recipe[-2000:]
+    # The Snakemake run the target makes is planned, as the README's snakemake lines are.
+    for line in lines:
+        m = re.search(r"/snakemake --cores \S+ (reproduce .*)$", line)
+        if m:
+            plan_dry_run(shlex.split(m.group(1)), tmp_path)
 
 
 def cli(*args):
