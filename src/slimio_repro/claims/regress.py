@@ -172,7 +172,7 @@ def compare(current: dict, reference: dict) -> dict:
         warnings.append(f"the reference ran on {sorted(ref_hosts) or 'unrecorded hosts'}, this "
                         f"run on {current['run'].get('hosts') or 'unrecorded hosts'}: its "
                         "tolerances were measured elsewhere; refresh the reference on this "
-                        "machine (README, 'The nightly regression')")
+                        "machine (docs/how-to/nightly.md)")
     return {"format": FORMAT, "run": current["run"], "reference_runs": reference["runs"],
             "regression": bool(regressions), "counts": {
                 s: sum(r["status"] == s for r in rows)

@@ -84,7 +84,7 @@ def nodes_lines(info: dict) -> list[str]:
         out.append(f"**WARNING: the cells ran on {len(classes)} unlike kinds of node** "
                    f"({'; '.join(classes)}): a ratio between cells of different nodes "
                    "compares machines as well as systems. Constrain the cells to alike nodes "
-                   "(README, \"On a cluster\") and rerun them.")
+                   "(docs/how-to/cluster.md) and rerun them.")
     if info.get("slurm_jobs"):
         out.append(f"{info['slurm_jobs']} of the {info['cells']} cells ran as SLURM jobs, on "
                    f"nodes of {len(classes)} kind{'s' if len(classes) != 1 else ''}: "

@@ -40,7 +40,7 @@ from .replay import CellDevice
 OVERWRITE = "overwrite.json"
 SUMMARY_JSON = "summary.json"
 SUMMARY_MD = "summary.md"
-# What `make test` and the README hold the device to: the model replaying the device's own
+# What `make test` and the docs hold the device to: the model replaying the device's own
 # trace within 2 % (the bound), theory within 6 % (finite reclaim units and the
 # free-unit threshold's own swing: the model itself is 3-4 % above Desnoyers here).
 MODEL_TOLERANCE = 0.02

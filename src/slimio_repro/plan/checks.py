@@ -78,8 +78,8 @@ class Host:
             raise ConfigError(
                 f"testbeds: no node of this SLURM cluster has the feature {feature!r} that vm "
                 "cells ask for (sinfo -N -o '%N %f'); prepare nodes with the setup playbook, "
-                "or name your nodes' feature in the profile's set-resources (README, \"On a "
-                "cluster\")")
+                "or name your nodes' feature in the profile's set-resources "
+                "(docs/how-to/cluster.md)")
         return max(nodes, key=lambda n: (n.kvm_device, n.cpus, n.memory_mb))
 
 

@@ -164,7 +164,7 @@ def ensure_box(box_file: Path, pool: str, log: Path) -> str:
     ``pool`` but the one this box's VMs use (:func:`stale_box_volumes`)."""
     name = box_name(box_file)
     # What Vagrant holds, from its box directory (the layout box_volume reads): a `vagrant
-    # box list` is a Ruby start, 0.8 s a cell here.
+    # box list` starts Ruby, which costs most of a second per cell.
     boxes = {d.name for d in (vagrant_home() / "boxes").glob(f"{BOX_NAME_PREFIX}*")
              if d.is_dir()}
     if box_volume(name) is None:
