@@ -1,5 +1,7 @@
 """Build helpers that need no Redis: SlimIO's file lists, how its series is applied, and the
-count of upstream lines it touches."""
+count of upstream lines it touches (at most SLIMIO_MAX_LINES_TOUCHED per series)."""
+
+import re
 
 import pytest
 
@@ -59,6 +61,46 @@ def test_lines_touched_sums_a_series(tmp_path):
     got = build.series_lines_touched(sorted(tmp_path.glob("*.patch")))
     assert got["total"] == 12
     assert got["by_file"] == {"src/aof.c": 3, "src/rdb.c": 3, "src/server.h": 6}
+
+
+# The most upstream lines a SlimIO hook series may touch (series_lines_touched's total, the
+# build.json key slimio_patch_lines_touched): the hooks stay thin, the logic stays in
+# redis-slimio/src/ and the options' documentation in redis-slimio/slimio.conf.
+SLIMIO_MAX_LINES_TOUCHED = 60
+
+
+def slimio_series_dirs():
+    return sorted(d for d in paths.SLIMIO_PATCH_DIR.iterdir() if d.is_dir())
+
+
+def test_every_pinned_series_is_checked():
+    series = {sources.pin(v)["slimio_patch_series"] for v in sources.load_pins()}
+    assert series and series <= {d.name for d in slimio_series_dirs()}
+
+
+@pytest.mark.parametrize("series", [d.name for d in slimio_series_dirs()])
+def test_slimio_series_touches_at_most_60_upstream_lines(series):
+    got = build.series_lines_touched(build.slimio_patch_series(series))
+    assert 0 < got["total"] <= SLIMIO_MAX_LINES_TOUCHED, (
+        f"SlimIO's {series} series touches {got['total']} upstream lines "
+        f"(+{got['added']}/-{got['removed']}), more than {SLIMIO_MAX_LINES_TOUCHED}: "
+        f"{got['by_file']}")
+
+
+def slimio_conf_directives() -> dict:
+    """The directives redis-slimio/slimio.conf documents, with the default it names."""
+    text = (paths.REDIS_SLIMIO_DIR / "slimio.conf").read_text()
+    found = re.findall(r"^# (slimio-[a-z-]+) (\S+)$", text, re.M)
+    names = [n for n, _ in found]
+    assert len(names) == len(set(names)), f"documented twice: {names}"
+    return dict(found)
+
+
+def test_slimio_conf_documents_every_option_of_the_config_table():
+    table = (paths.SLIMIO_SRC_DIR / "slimio_configs.h").read_text()
+    options = re.findall(r'^\s*create\w+Config\("(slimio-[a-z-]+)"', table, re.M)
+    assert options and len(options) == len(set(options))
+    assert set(slimio_conf_directives()) == set(options)
 
 
 def test_slimio_sources_leave_out_the_admin_tool():

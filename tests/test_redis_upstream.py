@@ -4,22 +4,26 @@ The hook series must leave stock behaviour untouched when slimio-device is unset
 `integration/aof`, `integration/aof-multi-part` and `integration/rdb` Tcl units are run on
 a tree with SlimIO's files and hooks, for 7.0.15 (series 7.0) and 8.0.2 (series 7.2+, the
 offline stand-in for the paper's 7.4.2). The built tree is cached under build/ and reused
-while the sources, patches and SlimIO files are unchanged.
+while the sources, patches and SlimIO files are unchanged. The same server reports, with
+CONFIG GET, the defaults that redis-slimio/slimio.conf documents for every slimio-* option.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import tarfile
+import time
 import warnings
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, snakemake
+from test_build import slimio_conf_directives
 from slimio_repro.build import redis as build
 from slimio_repro import paths
 from slimio_repro.build import sources
@@ -52,6 +56,37 @@ def patched_tree(version: str) -> Path:
         build.run_logged(["make", "-j2", *build.MAKE_FLAGS], tree, log)
     (root / "stamp.json").write_text(json.dumps(stamp))
     return tree
+
+
+@pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])
+def test_slimio_options_have_the_defaults_slimio_conf_documents(version, tmp_path):
+    tree = patched_tree(version)
+    sock = tmp_path / "redis.sock"
+    server = subprocess.Popen([str(tree / "src" / "redis-server"), "--port", "0",
+                               "--unixsocket", str(sock), "--save", "", "--dir", str(tmp_path)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+    try:
+        cli = [str(tree / "src" / "redis-cli"), "-s", str(sock)]
+        for _ in range(100):
+            if subprocess.run([*cli, "PING"], capture_output=True, text=True).stdout == "PONG\n":
+                break
+            time.sleep(0.1)
+        out = subprocess.run([*cli, "CONFIG", "GET", "slimio-*"], capture_output=True,
+                             text=True, check=True).stdout.split("\n")[:-1]
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    got = dict(zip(out[0::2], out[1::2]))
+    documented = {name: _config_value(value) for name, value in slimio_conf_directives().items()}
+    assert got == documented
+
+
+def _config_value(conf: str) -> str:
+    """What CONFIG GET reports for a redis.conf value: "" unquoted, sizes in bytes."""
+    if conf == '""':
+        return ""
+    m = re.fullmatch(r"(\d+)(kb|mb|gb)", conf)
+    return str(int(m[1]) * 1024 ** ("kb", "mb", "gb").index(m[2]) * 1024) if m else conf
 
 
 @pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])

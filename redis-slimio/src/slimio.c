@@ -206,9 +206,9 @@ static void formatDevice(void) {
     S.meta = m;
 }
 
-void slimioServerInit(void) {
+int slimioServerInit(void) {
     char err[512];
-    if (!slimio_cfg.device || !slimio_cfg.device[0]) return;
+    if (!slimio_cfg.device || !slimio_cfg.device[0]) return 0;
     if (server.aof_state != AOF_ON)
         fatal("slimio-device %s is set but appendonly is no: SlimIO is the storage of the AOF "
               "and its snapshots; set appendonly yes, or remove slimio-device",
@@ -274,6 +274,7 @@ void slimioServerInit(void) {
     pthread_atfork(NULL, NULL, atForkChild);
     atexit(loadingExit);
     S.enabled = 1;
+    return 1;
 }
 
 /* ------------------------------------------------------------------------------------
@@ -495,8 +496,17 @@ done:
  * Snapshots: the rio backend, the writer, promotion
  * ---------------------------------------------------------------------------------- */
 
+/* A rio with SlimIO's context next to it: Redis hands the callbacks the rio's address,
+ * which is the slimioRio's (its first member), so rio.h needs no member of its own. */
+typedef struct slimioRio {
+    rio r;              /* first */
+    void *ctx;          /* the slimioSlotWriter, or the discard sink's byte count */
+} slimioRio;
+
+#define SLIMIO_RIO_CTX(r) (((slimioRio *)(r))->ctx)
+
 static size_t rioSlimioWrite(rio *r, const void *buf, size_t len) {
-    int rc = slimioSlotWriterWrite(r->io.slimio.ctx, buf, len);
+    int rc = slimioSlotWriterWrite(SLIMIO_RIO_CTX(r), buf, len);
     if (rc) errno = -rc;
     return rc == 0;
 }
@@ -507,7 +517,7 @@ static size_t rioSlimioRead(rio *r, void *buf, size_t len) {
 }
 
 static off_t rioSlimioTell(rio *r) {
-    return (off_t)((slimioSlotWriter *)r->io.slimio.ctx)->length;
+    return (off_t)((slimioSlotWriter *)SLIMIO_RIO_CTX(r))->length;
 }
 
 static int rioSlimioFlush(rio *r) {
@@ -515,25 +525,25 @@ static int rioSlimioFlush(rio *r) {
     return 1;   /* durability comes with slimioSlotWriterFinish */
 }
 
-/* A rio that writes into a SlimIO slot. */
-static void rioInitWithSlimio(rio *r, slimioSlotWriter *w) {
-    memset(r, 0, sizeof(*r));
-    r->read = rioSlimioRead;
-    r->write = rioSlimioWrite;
-    r->tell = rioSlimioTell;
-    r->flush = rioSlimioFlush;
-    r->io.slimio.ctx = w;
+/* A rio that writes into a SlimIO slot: pass &sr->r to Redis. */
+static void rioInitWithSlimio(slimioRio *sr, slimioSlotWriter *w) {
+    memset(sr, 0, sizeof(*sr));
+    sr->r.read = rioSlimioRead;
+    sr->r.write = rioSlimioWrite;
+    sr->r.tell = rioSlimioTell;
+    sr->r.flush = rioSlimioFlush;
+    sr->ctx = w;
 }
 
 /* The discard sink: a rio that counts what it is given and keeps nothing. */
 static size_t rioDiscardWrite(rio *r, const void *buf, size_t len) {
     UNUSED(buf);
-    *(uint64_t *)r->io.slimio.ctx += len;
+    *(uint64_t *)SLIMIO_RIO_CTX(r) += len;
     return 1;
 }
 
 static off_t rioDiscardTell(rio *r) {
-    return (off_t)*(uint64_t *)r->io.slimio.ctx;
+    return (off_t)*(uint64_t *)SLIMIO_RIO_CTX(r);
 }
 
 /* CPU seconds (user and system) of this process (RUSAGE_SELF: every thread) or of the
@@ -557,16 +567,16 @@ static int discardSnapshot(rdbSaveInfo *rsi) {
     S.report->slot = -1;
     S.report->discarded = 1;
     uint64_t bytes = 0;
-    rio r;
-    memset(&r, 0, sizeof(r));
-    r.io.slimio.ctx = &bytes;
-    r.read = rioSlimioRead;
-    r.write = rioDiscardWrite;
-    r.tell = rioDiscardTell;
-    r.flush = rioSlimioFlush;
+    slimioRio sr;
+    memset(&sr, 0, sizeof(sr));
+    sr.ctx = &bytes;
+    sr.r.read = rioSlimioRead;
+    sr.r.write = rioDiscardWrite;
+    sr.r.tell = rioDiscardTell;
+    sr.r.flush = rioSlimioFlush;
     startSaving(RDBFLAGS_NONE);
     int error = 0;
-    int ok = rdbSaveRio(SLAVE_REQ_NONE, &r, &error, RDBFLAGS_NONE, rsi) == C_OK;
+    int ok = rdbSaveRio(SLAVE_REQ_NONE, &sr.r, &error, RDBFLAGS_NONE, rsi) == C_OK;
     stopSaving(ok);
     if (!ok) {
         serverLog(LL_WARNING, "SlimIO: serialising the On-Demand snapshot into the discard "
@@ -607,15 +617,15 @@ static int writeSnapshot(int kind, rdbSaveInfo *rsi) {
         serverLog(LL_WARNING, "SlimIO: cannot start the %s snapshot: %s", kindName(kind), err);
         return C_ERR;
     }
-    rio r;
-    rioInitWithSlimio(&r, &w);
+    slimioRio sr;
+    rioInitWithSlimio(&sr, &w);
     int rdbflags = kind == SLIMIO_KIND_WAL_SNAPSHOT ? RDBFLAGS_AOF_PREAMBLE : RDBFLAGS_NONE;
     startSaving(rdbflags);
     int error = 0, ok;
     if (kind == SLIMIO_KIND_WAL_SNAPSHOT && !server.aof_use_rdb_preamble)
-        ok = rewriteAppendOnlyFileRio(&r) == C_OK;
+        ok = rewriteAppendOnlyFileRio(&sr.r) == C_OK;
     else
-        ok = rdbSaveRio(SLAVE_REQ_NONE, &r, &error, rdbflags, rsi) == C_OK;
+        ok = rdbSaveRio(SLAVE_REQ_NONE, &sr.r, &error, rdbflags, rsi) == C_OK;
     if (!ok) {
         int rc = w.error;
         slimioSlotWriterAbort(&w);
@@ -957,6 +967,11 @@ void slimioStampReply(client *c) {
     c->slimio_epoch = G.open;
 }
 
+void slimioInitClient(client *c) {
+    c->slimio_epoch = 0;
+    c->slimio_held = NULL;
+}
+
 /* Move the durable epoch up to what the WAL has made durable. */
 static void advanceEpochs(void) {
     if (!G.qn) return;
@@ -1074,7 +1089,8 @@ int slimioRefuseAppendonlyChange(const char **err) {
  * INFO slimio
  * ---------------------------------------------------------------------------------- */
 
-sds slimioGenInfoString(sds info) {
+sds slimioGenInfoString(sds info, int sections) {
+    if (sections) info = sdscat(info, "\r\n");
     info = sdscatprintf(info, "# SlimIO\r\nslimio_enabled:%d\r\n", S.enabled);
     if (!S.enabled) return info;
     const slimioMeta *m = &S.meta;

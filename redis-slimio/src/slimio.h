@@ -1,5 +1,6 @@
 /* SlimIO inside Redis: the functions Redis's hooks call (aof.c, rdb.c, server.c,
- * config.c, rio.h) and the configuration they read. Include after server.h.
+ * networking.c, config.c) and the configuration they read. The hook series includes it
+ * at the end of server.h, so every file of Redis sees it after server.h's types.
  *
  * Every hook is of the form `if (slimioEnabled()) <SlimIO> else <stock>`: with
  * slimio-device unset, Redis behaves exactly as stock. With it set (appendonly yes is
@@ -57,8 +58,9 @@ int slimioEnabled(void);
 
 /* Start-up, from aofLoadManifestFromDisk(): when slimio-device is set, check the
  * configuration, open the device, apply the format policy and read the metadata. Exits
- * with a message naming the problem when anything is wrong. */
-void slimioServerInit(void);
+ * with a message naming the problem when anything is wrong. Returns slimioEnabled():
+ * 1 when SlimIO owns the AOF (no manifest is read), 0 for stock behaviour. */
+int slimioServerInit(void);
 
 /* loadAppendOnlyFiles(): load the requested snapshot, then replay the WAL. AOF_* codes. */
 int slimioLoadAppendOnlyFiles(void);
@@ -100,6 +102,8 @@ int slimioAofAlwaysFsync(void);
  * level advances. No reply, to a write or a read, leaves before the writes it may reflect
  * are durable: the same guarantee as stock's, and a crash loses no acknowledged write. */
 void slimioStampReply(client *c);
+/* createClient(): the group-commit fields of a new client (not held, no reply yet). */
+void slimioInitClient(client *c);
 /* beforeSleep, after flushAppendOnlyFile: the Periodical-Log batch kick (slimio_wal.h,
  * SLIMIO_WAL_MIN_BATCH) and the end of the group-commit epoch. */
 void slimioBeforeSleep(void);
@@ -123,8 +127,9 @@ int slimioBgsaveDone(void);
 /* CONFIG SET appendonly while SlimIO owns the AOF: refused. */
 int slimioRefuseAppendonlyChange(const char **err);
 
-/* The INFO "slimio" section. */
-sds slimioGenInfoString(sds info);
+/* The INFO "slimio" section; sections = how many genRedisInfoString() has written before
+ * it (a blank line separates them). */
+sds slimioGenInfoString(sds info, int sections);
 
 /* Redis functions SlimIO reuses (not declared in server.h). */
 int loadSingleAppendOnlyFile(char *filename);
