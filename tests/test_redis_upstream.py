@@ -98,9 +98,9 @@ def test_redis_aof_and_rdb_units_pass_with_slimio_off(version):
     assert "slimio-lba-size must be a power of two" in out.stdout + out.stderr
     proc = _runtest(tree, UNITS)
     if proc.returncode != 0:
-        # Seen once in a clean-clone CI run (2026-11-24): a Tcl exception in
-        # aof-multi-part's "both server dir and aof dir contain old AOF" that did not recur
-        # when the unit ran again. A failure our patches cause fails every time, so the
+        # Redis's aof-multi-part unit ("both server dir and aof dir contain old AOF") can
+        # raise a Tcl exception that does not recur when the unit runs again. A failure our
+        # patches cause fails every time, so the
         # failed units run once more, and the first failure is reported, never hidden.
         failed = [u for u in UNITS if f"tests/{u}.tcl" in proc.stdout + proc.stderr] or UNITS
         warnings.warn(f"Redis's own units failed once and ran again ({', '.join(failed)}): "
