@@ -247,6 +247,23 @@ def test_no_two_modules_or_classes_share_a_name():
     assert not twice, twice
 
 
+def test_no_package_name_hides_one_of_its_modules():
+    """``from slimio_repro.agent import X`` gives the module X whenever agent has one: a
+    function exported under a module's name would hide it."""
+    import importlib
+    hidden = []
+    for sub in STAGES:
+        pkg = importlib.import_module(f"slimio_repro.{sub}")
+        for f in (PACKAGE / sub).glob("*.py"):
+            if f.stem in getattr(pkg, "__all__", ()):
+                value = getattr(pkg, f.stem)
+                if getattr(value, "__name__", None) != f"slimio_repro.{sub}.{f.stem}":
+                    hidden.append(f"slimio_repro.{sub}.{f.stem} is hidden by {value!r}")
+            elif f.stem in getattr(pkg, "_EXPORTS", {}):
+                hidden.append(f"slimio_repro.{sub}.{f.stem} is hidden by a lazy export")
+    assert not hidden, hidden
+
+
 def test_one_import_style_relative_within_the_package():
     absolute = [f"{name}: from {target} import ..." for name, path in modules().items()
                 for node in ast.walk(ast.parse(path.read_text()))

@@ -14,7 +14,7 @@ from conftest import REPO, VENV_BIN, plan_of, require_root, snakemake, start_red
 from slimio_repro.plan import Cell, RedisBenchmark
 from slimio_repro.agent import layout
 from slimio_repro.agent import benchmark
-from slimio_repro.agent import run_cell as cell
+from slimio_repro.agent import cell_runner as cell
 from slimio_repro.agent import fsimage
 from slimio_repro.plan import sizing as cells
 from slimio_repro import plan as configmod

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from . import bench_runs, layout, motivation_cells, nameddevice, overwrite
-from .run_cell import CellError, run
+from .cell_runner import CellError, run
 from ..plan.cellplan import SYSTEMS, CellPlan
 from .fdp import FdpError
 from .provision import provision

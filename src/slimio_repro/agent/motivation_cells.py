@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 
 from . import benchmark, layout, provenance, provision, redislog, slimio, vmstorage
-from .run_cell import CellError, storage
+from .cell_runner import CellError, storage
 from ..plan.cellplan import CellPlan
 from .phases import Phases
 from .server import RedisServer, free_port, render_conf
