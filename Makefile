@@ -78,8 +78,11 @@ host-ready: bootstrap
 	  "setup-host runs the playbook anyway)"; \
 	else $(MAKE) --no-print-directory setup-host; fi
 
+# doctor --fix first: what an interrupted run left (its cells' VMs, mounts, processes, a
+# Snakemake lock no Snakemake holds) is removed, each named.
 reproduce: host-ready
-	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
+	$(BIN)/slimio-repro doctor --fix --configfile config/profiles/$(PROFILE).yaml >&2 || true
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce --rerun-incomplete \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
 motivation: host-ready

@@ -25,6 +25,11 @@ include: "workflows/rules/report.smk"
 include: "workflows/rules/crash.smk"
 
 
+onstart:
+    # What interrupted runs left on this host (their cells' VMs, mounts, processes).
+    sweep_leftovers()
+
+
 onsuccess:
     print_claims_summary()
 

@@ -68,7 +68,8 @@ def cmd_run_cell(args) -> int:
     cell_plan = plan.cell(c)
     out = paths.Paths(plan.results_dir, plan.build_dir).cell_raw(c)
     box = plan.build_dir / paths.BOX_PATTERN if c.testbed == "vm" else None
-    print(run.run_cell(cell_plan, out, box))
+    with run.leases.held(cell_plan, out):
+        print(run.run_cell(cell_plan, out, box))
     return 0
 
 
@@ -229,6 +230,48 @@ def cmd_report(args) -> int:
     from . import report
     print(report.write(Path(args.results_dir)))
     return 0
+
+
+def cmd_doctor(args) -> int:
+    """What interrupted runs left on this host (cells' processes, VMs, volumes, mounts,
+    loop devices, partial cells, a stale Snakemake lock): listed with the command that
+    removes each, or removed with --fix. Exit 1 while anything is left."""
+    from .run import leases
+    from .testbed import vm
+    config = _config(args)
+    work = [vm.work_dir(config["testbeds"]["vm"]["work_dir"])]
+    results = [Path(d) for d in (args.results_dir or [config["results_dir"]])]
+    found = leases.leftovers(work, results, [Path.cwd()])
+    if args.fix and found:
+        leases.fix(found)
+        for item in found:
+            print(f"removed {item.kind}: {item.what}")
+        found = leases.leftovers(work, results, [Path.cwd()])
+    for item in found:
+        print(f"left behind: {item.kind} {item.what}\n  remove it: {item.remedy}")
+    if not found:
+        print("doctor: nothing left behind by an interrupted run")
+    return 1 if found else 0
+
+
+def cmd_pipeline_faults(args) -> int:
+    """The pipeline's fault campaign (run/faults.py): exit 1 unless every round passed."""
+    from .claims import decide
+    from .run import faults
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    kinds = args.kinds.split(",") if args.kinds else faults.KINDS
+    unknown = sorted(set(kinds) - set(faults.KINDS))
+    if unknown:
+        print(f"error: --kinds {','.join(unknown)}: not a fault; choose from "
+              f"{','.join(faults.KINDS)}", file=sys.stderr)
+        return 2
+    configfiles = args.configfile or [str(paths.CONFIG_DIR / "profiles" / "smoke.yaml")]
+    with faults.WorkFs(out / "work.img", out / "work", args.work_gib) as work:
+        rounds = faults.run(out, configfiles, args.faults, args.seed, work,
+                            decide.find_snakemake(), kinds, args.testbeds.split(","))
+    print((out / "summary.md").read_text())
+    return 0 if all(r.ok for r in rounds) else 1
 
 
 def cmd_decide(args) -> int:
@@ -392,6 +435,31 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)
+    p = with_config(sub.add_parser(
+        "doctor", help="list what interrupted runs left on this host (processes, VMs, "
+        "volumes, mounts, loop devices, partial cells, a stale Snakemake lock) and how to "
+        "remove it; --fix removes it"))
+    p.add_argument("results_dir", nargs="*", help="results directories whose partial cells "
+                   "to look for (default: the config's results_dir)")
+    p.add_argument("--fix", action="store_true", help="remove what is left behind")
+    p.set_defaults(func=cmd_doctor)
+    p = sub.add_parser(
+        "pipeline-faults", help="the pipeline's fault campaign: a tiny matrix, one fault per "
+        "round at a random moment (kills of Snakemake, a cell, QEMU; a full disk; a guest "
+        "that never answers), then the rerun, checked for completion, untouched finished "
+        "cells and leaks")
+    p.add_argument("--faults", type=int, default=50, help="rounds (default 50)")
+    p.add_argument("--kinds", help="comma-separated fault kinds (default: all, in turn)")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--testbeds", default="vm,bare", help="the matrix's testbeds (two cells "
+                   "each; default vm,bare)")
+    p.add_argument("--out", required=True, help="the campaign's directory (results, logs, "
+                   "rounds.jsonl, summary.md); must be reachable by libvirt's QEMU, e.g. "
+                   "under /var/tmp")
+    p.add_argument("--work-gib", type=float, default=3.0, help="size of the campaign's own "
+                   "work_dir file system (default 3)")
+    p.add_argument("--configfile", action="append", help="profile (default: smoke)")
+    p.set_defaults(func=cmd_pipeline_faults)
     p = sub.add_parser("decide", help="run more repetitions only where a claim is "
                        "undecided: plan the cells that decide the most claims per minute, run "
                        "them through snakemake, judge again, until decided or out of budget")

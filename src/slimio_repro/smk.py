@@ -28,6 +28,22 @@ def logged(log_path: str):
 SIGTERM_EXIT = 143
 
 
+class Terminated(SystemExit):
+    """The exit SIGTERM makes (status 143), saying what sends it."""
+
+    def __init__(self):
+        super().__init__(SIGTERM_EXIT)
+
+    def __str__(self) -> str:
+        return ("stopped by SIGTERM (scancel or a SLURM time limit, Snakemake stopping its "
+                "jobs, or `slimio-repro doctor --fix` stopping a cell whose Snakemake had "
+                "died); the cell removed what it had made and runs again with the next run")
+
+
+def _terminate(*_):
+    raise Terminated()
+
+
 @contextlib.contextmanager
 def exit_on_sigterm():
     """Make SIGTERM an exit (SystemExit 143) while the block runs, so that its cleanup runs:
@@ -35,7 +51,7 @@ def exit_on_sigterm():
     its SIGKILL KillWait seconds later), and a cell must still destroy its VM, unmount its
     image and stop its servers (a VM is libvirt's process, not the job's: nothing else
     would stop it)."""
-    previous = signal.signal(signal.SIGTERM, lambda *_: sys.exit(SIGTERM_EXIT))
+    previous = signal.signal(signal.SIGTERM, _terminate)
     try:
         yield
     finally:

@@ -57,6 +57,7 @@ FIO_VERSION = fiomod.pinned_version()
 # The YCSB binding's build: named after the YCSB core it is built on (ycsb-bindings/pom.xml).
 YCSB_VERSION = PLAN.ycsb_version
 CELLS = PLAN.matrix
+CELL_RETRIES = config["cell_retries"]
 
 # Cores of a job that takes its whole machine (a cell, a build, the box). Locally: --cores.
 # On a cluster the submitting host has no --cores: the SLURM profile's set-threads give
@@ -113,6 +114,15 @@ wildcard_constraints:
     policy="|".join(planmod.POLICY_APPENDFSYNC),
     rep=r"\d+",
     version=r"\d+\.\d+\.\d+",
+
+
+def sweep_leftovers():
+    """Stop the cells an interrupted run left running and remove what they and dead cells
+    left (run/leases.py); `slimio-repro doctor` shows the rest."""
+    from slimio_repro.run import leases
+
+    for line in leases.sweep(stop_orphans=True):
+        print(f"left by an interrupted run: {line}", file=sys.stderr)
 
 
 def results(pattern):

@@ -18,7 +18,11 @@ rule run_cell:
     # A cell takes the whole machine: cells never run side by side and disturb each other.
     # On a cluster: its node, alone, with what its plan needs (plan/jobs.py).
     threads: WHOLE_NODE_CORES
+    # A cell that fails runs again (its VM booted afresh), up to twice more: a run of
+    # hundreds of cells meets transient faults. The attempt is in the cell's provenance.
+    retries: CELL_RETRIES
     resources:
+        attempt=lambda wildcards, attempt: attempt,
         mem_mb=cell_resource("mem_mb"),
         runtime=cell_resource("runtime"),
         constraint=cell_resource("constraint"),

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from slimio_repro import plan as planmod
 from slimio_repro import run
-from slimio_repro.run import progress
+from slimio_repro.run import leases, progress
 from slimio_repro.smk import exit_on_sigterm, logged
 
 plan = snakemake.params.plan
@@ -18,4 +18,9 @@ with progress.Reporter(matrix, raw.parent, plan.id, raw.parent.parent / "logs" /
         if plan.sha256() != snakemake.params.plan_sha256:
             raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
         box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None
-        print(run.run_cell(plan, raw, box))
+        attempt = snakemake.resources.attempt
+        print(f"attempt {attempt} of cell {plan.id}")
+        # What an earlier attempt left is removed first; what this one holds is named in
+        # its lease until it has removed it (run/leases.py).
+        with leases.held(plan, raw):
+            print(run.run_cell(plan, raw, box, attempt=attempt))

@@ -65,7 +65,7 @@ def _dir_bytes(directory: Path) -> int:
 
 
 def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
-        expect_kernel: str | None = None) -> Path:
+        expect_kernel: str | None = None, attempt: int = 1) -> Path:
     """Run the cell ``plan`` describes; write its raw directory ``out_dir`` (never overwritten).
 
     A vm cell first provisions its guest (:mod:`.provision`), which checks that the guest is
@@ -102,7 +102,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     partial.mkdir(parents=True)
     (partial / layout.RAW_PLAN).write_text(plan.to_json())
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": plan.profile,
-            "plan_sha256": plan.sha256(),
+            "plan_sha256": plan.sha256(), "attempt": attempt,
             "utc_start": provenance.utc_now(), "host": provenance.host(),
             # The node (and SLURM job) it ran on; in a VM, the host's (testbed.vm).
             "node": provenance.node() if cell.testbed == "bare" else None,

@@ -336,6 +336,8 @@ class Vm:
     tcg_cpu: str = "max"
     storage_pool: str = operational("default")
     boot_timeout_s: float = operational(900)
+    boot_stall_s: float = operational(180)
+    boot_attempts: int = operational(3)
     work_dir: str | None = operational(None)
 
     @property

@@ -247,6 +247,11 @@ def check_slimio_sizes(config: dict) -> None:
 def check_vm(config: dict, profile: DeviceProfile, host: Host) -> None:
     """The vm testbed: the host can run the VM, the device profile can hold the cells."""
     vm = config["testbeds"]["vm"]
+    if vm["boot_stall_s"] >= vm["boot_timeout_s"]:
+        raise ConfigError(
+            f"testbeds.vm.boot_stall_s: {vm['boot_stall_s']} s is not below boot_timeout_s "
+            f"({vm['boot_timeout_s']} s), so a hung boot would never be retried; lower it "
+            "or raise boot_timeout_s")
     if vm["cpus"] > host.cpus:
         raise ConfigError(f"testbeds.vm.cpus: {vm['cpus']} vCPUs on a host with {host.cpus} "
                           "cores; lower it (the smoke and ci profiles use 2)")

@@ -117,7 +117,9 @@ def _vm(config: dict, profile, roofline: bool = True, filesystem: str | None = N
               endurance_group=v["endurance_group"], filesystem=filesystem or v["filesystem"],
               mountpoint=v["mountpoint"], guest_scratch_dir=v["guest_scratch_dir"],
               roofline=Roofline(**roof), tcg_cpu=v["tcg_cpu"], storage_pool=v["storage_pool"],
-              boot_timeout_s=float(v["boot_timeout_s"]), work_dir=v["work_dir"])
+              boot_timeout_s=float(v["boot_timeout_s"]),
+              boot_stall_s=float(v["boot_stall_s"]), boot_attempts=v["boot_attempts"],
+              work_dir=v["work_dir"])
 
 
 def _named_device(config: dict, p: paths.Paths, facts) -> NamedDevice:

@@ -12,16 +12,17 @@ from ..agent import run_cell as run_here
 
 from ..plan import CellPlan
 from ..testbed import vm
-from . import bench
+from . import bench, faults, leases
 
 
-def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
-    """Run the cell ``plan`` describes into ``out_dir``; a vm cell needs the guest ``box``."""
+def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: int = 1) -> Path:
+    """Run the cell ``plan`` describes into ``out_dir``; a vm cell needs the guest ``box``.
+    ``attempt`` (Snakemake's, 1 for the first) goes into the cell's provenance."""
     if plan.cell.testbed == "vm":
         if box is None:
             raise ValueError(f"cell {plan.id} runs in a VM: it needs the guest box")
-        return vm.run_cell(plan, out_dir, box)
-    return run_here(plan, out_dir)
+        return vm.run_cell(plan, out_dir, box, attempt=attempt)
+    return run_here(plan, out_dir, attempt=attempt)
 
 
-__all__ = ["bench", "run_cell"]
+__all__ = ["bench", "faults", "leases", "run_cell"]

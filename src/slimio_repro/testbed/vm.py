@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import importlib.util
 import io
 import ipaddress
@@ -42,9 +43,11 @@ import os
 import py_compile
 import re
 import shutil
+import signal
 import subprocess
 import tarfile
 import tempfile
+import threading
 import time
 from pathlib import Path
 from xml.etree import ElementTree
@@ -148,8 +151,7 @@ def _vagrant(args: list[str], cwd: Path | None, log: Path | None = None,
     if cwd is not None:
         full_env["VAGRANT_CWD"] = str(cwd)
     proc = subprocess.run(["vagrant", *args], capture_output=True, text=True, env=full_env)
-    out = PROGRESS.sub("\n", proc.stdout + proc.stderr)
-    out = "\n".join(line for line in out.splitlines() if not line.startswith("Progress:"))
+    out = _readable(proc.stdout + proc.stderr)
     if log is not None:
         with open(log, "a") as fh:
             fh.write(f"$ vagrant {' '.join(args)}\n{out}\n")
@@ -157,6 +159,12 @@ def _vagrant(args: list[str], cwd: Path | None, log: Path | None = None,
         tail = "\n".join(out.strip().splitlines()[-15:])
         raise VmError(f"`vagrant {' '.join(args)}` failed ({proc.returncode}):\n{tail}")
     return out
+
+
+def _readable(output: str) -> str:
+    """Vagrant's output without its progress lines and terminal controls."""
+    out = PROGRESS.sub("\n", output)
+    return "\n".join(line for line in out.splitlines() if not line.startswith("Progress:"))
 
 
 def ensure_box(box_file: Path, pool: str, log: Path) -> str:
@@ -251,6 +259,102 @@ class RunningVm:
         else:
             self.ssh_config.write_text(_vagrant(["ssh-config"], self.dir))
 
+    @property
+    def default_domain(self) -> str:
+        """The libvirt domain vagrant-libvirt makes for this directory (its name and the
+        machine's, ``default``), known before ``vagrant up`` has said it."""
+        return domain_name(self.dir)
+
+    def boot(self, stall_s: float, attempts: int, faults: list[str] = ()) -> list[dict]:
+        """Boot the VM fresh, and boot it again when a boot hangs: a ``vagrant up`` that has
+        not returned (the guest's SSH not answering) after ``stall_s``, or a console that
+        shows a kernel panic, or a ``vagrant up`` that fails, costs the domain (destroyed
+        with its root disk), a blank NVMe image and Vagrant's state, then the next attempt
+        starts, ``attempts`` in all. Attempt N adds ``faults[N-1]`` (if any) to the kernel
+        command line (:func:`injected_faults`: the pipeline's fault campaign and its tests).
+        Returns each attempt's outcome, seconds and reason; raises :class:`VmError` naming
+        every attempt when none booted."""
+        outcomes = []
+        for attempt in range(1, attempts + 1):
+            spec = dict(self.spec)
+            if attempt <= len(faults):
+                spec["kernel_cmdline"] = f"{spec['kernel_cmdline']} {faults[attempt - 1]}"
+            t0 = time.monotonic()
+            reason = self._up_watched(spec, stall_s)
+            seconds = round(time.monotonic() - t0, 3)
+            outcomes.append({"attempt": attempt, "outcome": "up" if reason is None else
+                             "hung", "s": seconds, **({"reason": reason} if reason else {})})
+            with open(self.log, "a") as fh:
+                fh.write(f"# boot attempt {attempt}: {outcomes[-1]}\n")
+            if reason is None:
+                return outcomes
+            self._discard_boot(attempt)
+        raise VmError(f"the VM in {self.dir} did not boot in {attempts} attempts: " +
+                      "; ".join(f"attempt {o['attempt']} ({o['s']:.0f} s): {o['reason']}"
+                                for o in outcomes) +
+                      f". Its console logs are kept in the cell's vm/ records; a host this "
+                      "slow needs a larger testbeds.vm.boot_stall_s")
+
+    def _up_watched(self, spec: dict, stall_s: float) -> str | None:
+        """One ``vagrant up`` with ``spec``, watched: None when the guest answered SSH,
+        else why the boot counts as hung (the ``vagrant up`` is stopped by then)."""
+        (self.dir / "Vagrantfile").write_text(paths.VAGRANTFILE.read_text())
+        (self.dir / "vm.json").write_text(json.dumps(spec, indent=2) + "\n")
+        out_file = self.dir / "vagrant-up.out"
+        console = Path(spec["console_log"])
+        env = dict(os.environ, VAGRANT_CHECKPOINT_DISABLE="1", VAGRANT_CWD=str(self.dir))
+        with open(out_file, "w") as out:
+            proc = subprocess.Popen(["vagrant", "up", "--provider", "libvirt",
+                                     "--no-provision"], stdout=out, stderr=subprocess.STDOUT,
+                                    env=env, start_new_session=True)
+        deadline = time.monotonic() + stall_s
+        reason = None
+        while proc.poll() is None:
+            panic = console_panic(console)
+            if panic:
+                reason = f"the guest's console shows {panic!r}"
+            elif time.monotonic() > deadline and UP_READY not in out_file.read_text(
+                    errors="replace"):
+                reason = (f"no SSH after {stall_s:.0f} s (testbeds.vm.boot_stall_s)"
+                          + console_tail(console))
+            if reason:
+                _stop_group(proc)
+                break
+            time.sleep(0.5)
+        text = _readable(out_file.read_text(errors="replace"))
+        with open(self.log, "a") as fh:
+            fh.write(f"$ vagrant up --provider libvirt --no-provision\n{text}\n")
+        out_file.unlink()
+        if reason is None and proc.returncode != 0:
+            reason = (f"`vagrant up` failed ({proc.returncode}): " +
+                      " | ".join(text.strip().splitlines()[-4:]))
+        if reason is None:
+            facts = up_facts(text)
+            self.domain = facts.get("domain") or self.default_domain
+            self.ssh_config.write_text(
+                ssh_config(facts["host"], facts["port"], self.spec["ssh_private_key"])
+                if "host" in facts else _vagrant(["ssh-config"], self.dir))
+        return reason
+
+    def _discard_boot(self, attempt: int) -> None:
+        """Remove what a hung boot made (domain, root disk, Vagrant's state), keep its
+        console as console-attemptN.log, and give the next boot a blank NVMe image."""
+        try:
+            remove_domain(self.default_domain, self.log)
+        except VmError:
+            pass                    # the hung boot never got as far as defining it
+        shutil.rmtree(self.dir / ".vagrant", ignore_errors=True)
+        console = Path(self.spec["console_log"])
+        if console.exists():
+            console.rename(console.with_name(f"console-attempt{attempt}.log"))
+        image = self.dir / "nvme.img"
+        if image.exists():
+            size = image.stat().st_size
+            image.unlink()
+            with open(image, "xb") as fh:
+                fh.truncate(size)
+            os.chmod(image, 0o666)
+
     def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
             stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
         cmd = ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR",
@@ -273,12 +377,11 @@ class RunningVm:
         the directory with Vagrant's state is the caller's to delete."""
         if not (self.dir / "Vagrantfile").exists():
             return
-        if self.domain:
-            try:
-                remove_domain(self.domain, self.log)
-                return
-            except VmError:
-                pass        # let Vagrant try, and name what is wrong
+        try:
+            remove_domain(self.domain or self.default_domain, self.log)
+            return
+        except VmError:
+            pass        # let Vagrant try, and name what is wrong
         _vagrant(["destroy", "--force"], self.dir, self.log)
 
 
@@ -306,6 +409,116 @@ def ssh_config(host: str, port: int, key: str) -> str:
             "  UserKnownHostsFile /dev/null\n  StrictHostKeyChecking no\n"
             f"  PasswordAuthentication no\n  IdentityFile {key}\n  IdentitiesOnly yes\n"
             "  LogLevel FATAL\n")
+
+
+# What a boot that will never answer SSH shows on the guest's serial console: a kernel
+# panic, or Debian's initramfs giving up (no root file system) or stopped by `break=` and
+# opening a shell there, where a console that is a file never gives it input.
+CONSOLE_PANIC = re.compile(r"Kernel panic - not syncing[^\n]*|Dropping to a shell[^\n]*|"
+                           r"Spawning shell within the initramfs")
+# Fault injection for the pipeline's fault campaign and its tests, never set in a normal
+# run: the first N boots of each cell stop in the initramfs (seen on the console at once),
+# or boot with SSH masked (a guest that never answers: only the boot_stall_s deadline
+# sees it).
+HANG_BOOTS_ENV = "SLIMIO_REPRO_HANG_BOOTS"
+MUTE_BOOTS_ENV = "SLIMIO_REPRO_MUTE_BOOTS"
+HANG_CMDLINE = "break=top"
+MUTE_CMDLINE = "systemd.mask=ssh.service systemd.mask=ssh.socket"
+# vagrant up's line when the guest answered: a deadline passing after it is no hang.
+UP_READY = "Machine booted and ready!"
+
+
+def injected_faults() -> list[str]:
+    """Per boot attempt, the kernel command line the fault-injection variables add."""
+    hang = int(os.environ.get(HANG_BOOTS_ENV, "0") or 0)
+    mute = int(os.environ.get(MUTE_BOOTS_ENV, "0") or 0)
+    return [HANG_CMDLINE] * hang + [MUTE_CMDLINE] * mute
+
+
+def console_panic(console: Path) -> str | None:
+    """The line on the guest's console that says its boot stopped, if any."""
+    try:
+        with open(console, "rb") as fh:
+            m = CONSOLE_PANIC.search(fh.read().decode(errors="replace"))
+    except FileNotFoundError:
+        return None
+    return m.group(0).strip() if m else None
+
+
+def console_tail(console: Path, lines: int = 2) -> str:
+    """The console's last lines, for an error message (empty when it has none)."""
+    try:
+        text = console.read_bytes().decode(errors="replace")
+    except FileNotFoundError:
+        return "; the guest's console is empty"
+    tail = [line.strip() for line in text.splitlines() if line.strip()][-lines:]
+    return "; its console ends: " + " | ".join(tail) if tail else "; its console is empty"
+
+
+def _stop_group(proc: subprocess.Popen, grace_s: float = 10) -> None:
+    """SIGTERM the process group ``proc`` leads, SIGKILL it after ``grace_s``."""
+    for sig, wait in ((signal.SIGTERM, grace_s), (signal.SIGKILL, 30)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+class DomainWatch:
+    """While the block runs, look at the domain every ``interval_s``: a domain that libvirt
+    paused on an I/O error (QEMU's default when a write to the NVMe image fails, e.g. the
+    disk under work_dir is full) would hang the cell's SSH command until its timeout, so
+    it is destroyed at once and :attr:`why` says what happened and what to do."""
+
+    def __init__(self, domain: str, image: Path, interval_s: float = 2.0):
+        self.domain, self.image, self.interval_s = domain, image, interval_s
+        self.why: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def start(self) -> "DomainWatch":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        if self._thread.is_alive():
+            self._stop.set()
+            self._thread.join()
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            state = _virsh("domstate", self.domain, "--reason").stdout.strip()
+            if state.startswith("paused") and "error" in state:
+                usage = shutil.disk_usage(self.image.parent)
+                self.why = (f"libvirt paused the VM ({state}): a write to its NVMe image "
+                            f"{self.image} failed; its file system has "
+                            f"{usage.free / 2**30:.2f} GiB free of {usage.total / 2**30:.1f} "
+                            "GiB. Free space there, or point testbeds.vm.work_dir at a "
+                            "larger file system, and run again")
+                _virsh("destroy", self.domain)
+                return
+
+
+def domain_name(vm_dir: Path) -> str:
+    """The libvirt domain of the VM in ``vm_dir``: vagrant-libvirt names it after the
+    directory and the machine (``default``)."""
+    return f"{vm_dir.name}_default"
+
+
+# Every cell's VM directory (so its domain and root-disk volume) is named
+# sr-<run>-<cell id>: <run> is a hash of the run's results directory, so two runs' cells of
+# one id never share a VM, and `slimio-repro doctor` finds any VM a cell left by its prefix.
+CELL_VM_PREFIX = "sr-"
+
+
+def cell_vm_name(results_dir: Path, cell_id: str) -> str:
+    run = hashlib.sha256(str(results_dir.resolve()).encode()).hexdigest()[:8]
+    return f"{CELL_VM_PREFIX}{run}-{cell_id}"
 
 
 def remove_domain(domain: str, log: Path | None = None) -> None:
@@ -451,7 +664,7 @@ def guest_python(vm: RunningVm, args: str, extra: dict[str, bytes], timeout: flo
                   stdin=code, timeout=timeout)
 
 
-def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
+def run_cell(plan: CellPlan, out_dir: Path, box_file: Path, attempt: int = 1) -> Path:
     """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``. A
     motivation cell (``plan.motivation``) runs its scenarios (agent.motivation_cells) instead of
     the matrix's workload."""
@@ -476,10 +689,11 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
     host_prov["phases_s"] = prov["phases_s"]
     host_prov["cell_total_s"] = prov["cell_total_s"]
     (records / "host-provenance.json").write_text(json.dumps(host_prov, indent=2) + "\n")
+    prov["attempt"] = attempt
     prov["git"] = host_prov["git"]      # the guest has a copy of the sources, not the checkout
     prov["vm"] = {"host": host_prov["host"], "node": host_prov["node"],
                   "tools": host_prov["tools"],
-                  "box": host_prov["box"],
+                  "box": host_prov["box"], "boot_attempts": host_prov["boot_attempts"],
                   "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
                   "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
                   "device_profile": profile.as_dict(),
@@ -502,7 +716,7 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                       "(delete it to run the cell again)")
-    vm_dir = work_dir(plan.vm.work_dir) / plan.id
+    vm_dir = work_dir(plan.vm.work_dir) / cell_vm_name(out_dir.parent.parent, plan.id)
     partial = out_dir.with_name(out_dir.name + ".partial")
     for stale in (partial, vm_dir):
         if stale.exists():
@@ -523,10 +737,14 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     t_cell = time.monotonic()
     domain_log = _emulator_log(vm_dir)
     log_offset = domain_log.stat().st_size if domain_log.exists() else 0
+    watch = None
     try:
         with phases.phase("boot"):
-            vm.up()
+            host_prov["boot_attempts"] = vm.boot(
+                plan.vm.boot_stall_s, plan.vm.boot_attempts,
+                faults=injected_faults())
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{plan.id}"
+        watch = DomainWatch(vm.domain, vm_dir / "nvme.img").start()
         t0 = time.monotonic()
         # One SSH command for the whole cell: the code and the plan go in, the guest
         # provisions itself (agent.provision) after checking that it is the box that was
@@ -537,6 +755,8 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
             {layout.RAW_PLAN: guest_plan(plan).to_json().encode()},
             timeout=timeout, clear=[guest_raw, f"{guest_raw}.partial"])
         (records / f"guest-{guest_args.split()[0]}.log").write_bytes(proc.stdout)
+        if watch.why:
+            raise VmError(f"the cell stopped: {watch.why}")
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
             raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")
@@ -546,13 +766,18 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
                 vm.ssh(f"sudo tar -C {guest_raw} -cf - .", stdout=fh)
             with tarfile.open(vm_dir / "raw.tar") as tar:
                 tar.extractall(partial, filter="data")
-    except BaseException:
+        watch.stop()
+    except BaseException as exc:
+        if watch is not None:
+            watch.stop()
         _keep_console(vm_dir, records)
         try:
             vm.destroy()
         finally:
             _keep_emulator_output(vm_dir, records, log_offset)
             shutil.rmtree(vm_dir, ignore_errors=True)
+        if watch is not None and watch.why and watch.why not in str(exc):
+            raise VmError(f"the cell stopped: {watch.why}") from exc
         raise
     _keep_console(vm_dir, records)
     with phases.phase("teardown"):
@@ -590,14 +815,15 @@ def run_overwrite(plan: CellPlan, out_dir: Path, box_file: Path, utilization: fl
 
 
 def _keep_console(vm_dir: Path, records: Path) -> None:
-    console = vm_dir / "console.log"
-    if console.exists():
-        shutil.copyfile(console, records / "console.log")
+    """The guest's console, and those of boots that hung (console-attemptN.log)."""
+    for console in [vm_dir / "console.log", *sorted(vm_dir.glob("console-attempt*.log"))]:
+        if console.exists():
+            shutil.copyfile(console, records / console.name)
 
 
 # Where libvirt writes a domain's QEMU command line and output (vagrant-libvirt names the
 # domain after the VM's directory and its machine, "default"), and how each start begins.
-QEMU_LOG_PATTERN = "/var/log/libvirt/qemu/{vm_dir_name}_default.log"
+QEMU_LOG_PATTERN = "/var/log/libvirt/qemu/{domain}.log"
 QEMU_LOG_START = ": starting up libvirt version"
 # The cell's copy, in its raw directory's vm/.
 EMULATOR_LOG = Path(layout.RAW_EMULATOR_LOG).name
@@ -613,7 +839,7 @@ def emulator_output(log_text: str) -> str:
 
 
 def _emulator_log(vm_dir: Path) -> Path:
-    return Path(QEMU_LOG_PATTERN.format(vm_dir_name=vm_dir.name))
+    return Path(QEMU_LOG_PATTERN.format(domain=domain_name(vm_dir)))
 
 
 def _keep_emulator_output(vm_dir: Path, records: Path, offset: int) -> None:
@@ -628,11 +854,15 @@ def _keep_emulator_output(vm_dir: Path, records: Path, offset: int) -> None:
 
 
 def destroy_stale(directory: Path) -> None:
-    """Destroy a VM an interrupted run left behind, then delete its directory."""
-    if (directory / "Vagrantfile").exists() and (directory / ".vagrant").exists():
-        try:
-            _vagrant(["destroy", "--force"], directory)
-        except VmError:
-            pass
-    shutil.rmtree(directory)
+    """Destroy a VM an interrupted run left behind (its domain and root disk), then delete
+    its directory."""
+    try:
+        remove_domain(domain_name(directory))
+    except VmError:
+        if (directory / "Vagrantfile").exists() and (directory / ".vagrant").exists():
+            try:
+                _vagrant(["destroy", "--force"], directory)
+            except VmError:
+                pass
+    shutil.rmtree(directory, ignore_errors=True)
 
