@@ -53,23 +53,20 @@ def _domains() -> list[str]:
 
 
 @pytest.fixture
-def vm_work():
+def vm_work(vm_results):
     """The cells' VM directories (the default work dir: pytest's tmp_path is not searchable
-    by libvirt's QEMU user); whatever a failure left there is destroyed afterwards."""
-    works = [vm.DEFAULT_WORK_DIR / c for c in VM_CELLS]
-    for work in works:
-        if work.exists():
-            vm.destroy_stale(work)
+    by libvirt's QEMU user, each named after the run and the cell); whatever a failure left
+    there is destroyed afterwards."""
+    works = [vm.DEFAULT_WORK_DIR / vm.cell_vm_name(vm_results[0], c) for c in VM_CELLS]
     yield works
     for work in works:
         if work.exists():
             vm.destroy_stale(work)
-    for name in _domains():
-        if name.startswith(tuple(f"{c}_" for c in VM_CELLS)):
-            subprocess.run(["virsh", "-c", "qemu:///system", "destroy", name],
-                           capture_output=True)
-            subprocess.run(["virsh", "-c", "qemu:///system", "undefine", name,
-                            "--remove-all-storage"], capture_output=True)
+    for name in set(_domains()) & {vm.domain_name(w) for w in works}:
+        subprocess.run(["virsh", "-c", "qemu:///system", "destroy", name],
+                       capture_output=True)
+        subprocess.run(["virsh", "-c", "qemu:///system", "undefine", name,
+                        "--remove-all-storage"], capture_output=True)
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +85,7 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
 
     # The VMs are gone, and so are their directories with the NVMe backing files.
-    assert not [d for d in _domains() if d.startswith(tuple(f"{c}_" for c in VM_CELLS))]
+    assert not set(_domains()) & {vm.domain_name(w) for w in vm_work}
     assert set(_domains()) <= before
     assert not any(w.exists() for w in vm_work)
 

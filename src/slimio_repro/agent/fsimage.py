@@ -46,7 +46,12 @@ def block_stat(dev: str) -> tuple[int, int]:
 def holders(mountpoint: Path) -> list[int]:
     """Processes with their directory, root, an open file or a mapped file on the file system
     mounted at ``mountpoint`` (what makes umount say "target is busy")."""
-    dev = os.stat(mountpoint).st_dev
+    return device_holders(os.stat(mountpoint).st_dev)
+
+
+def device_holders(dev: int) -> list[int]:
+    """Processes with their directory, root, an open file or a mapped file on the file
+    system of device number ``dev`` (also one already lazily unmounted)."""
     found = []
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit() or int(proc.name) == os.getpid():
@@ -183,11 +188,17 @@ def fresh_image(image: Path, mountpoint: Path, fstype: str, size_bytes: int, dir
 
 
 def cleanup_stale(directory: Path) -> None:
-    """Unmount and detach whatever an interrupted cell left under ``directory``."""
+    """Unmount and detach whatever an interrupted cell left under ``directory``. The
+    processes that still use a file system there are the cell's (its servers outlive a
+    SIGKILLed cell) and are killed first (:func:`unmount`): a lazy unmount alone would
+    leave the file system, and its loop device, alive under them."""
     for line in Path("/proc/mounts").read_text().splitlines():
         mnt = line.split()[1].replace("\\040", " ")
         if mnt.startswith(str(directory) + os.sep):
-            subprocess.run(["umount", "-l", mnt], check=False)
+            try:
+                unmount(Path(mnt))
+            except FsImageError:
+                subprocess.run(["umount", "-l", mnt], check=False)
     out = subprocess.run(["losetup", "--list", "--noheadings", "--output", "NAME,BACK-FILE"],
                          capture_output=True, text=True).stdout
     for line in out.splitlines():

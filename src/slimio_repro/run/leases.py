@@ -389,7 +389,14 @@ def fix(found: list[Leftover]) -> None:
                 vmmod.remove_domain(item.what)
         elif item.kind == "mount":
             subprocess.run(["umount", "-l", item.what], check=False)
-        elif item.kind in ("loop", "volume"):
+        elif item.kind == "loop":
+            # A file system on it that was lazily unmounted lives on while a process of the
+            # dead cell uses it: stop that process, and the loop device goes with it.
+            loop = item.what.split()[0]
+            with contextlib.suppress(OSError):
+                stop_processes(fsimage.device_holders(os.stat(loop).st_rdev))
+            subprocess.run(item.remedy.split(), check=False, capture_output=True)
+        elif item.kind == "volume":
             subprocess.run(item.remedy.split(), check=False, capture_output=True)
         elif item.kind in ("vm-dir", "partial"):
             path = Path(item.what)
