@@ -52,6 +52,8 @@ ARCHIVE_URI_PROBE = REPO_ROOT / "playbooks/roles/host_apt_sources/files/debian_a
 ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
 # Where the host_femu setup role links its FEMU build (its host_femu_prefix + bin/).
 FEMU_EMULATOR = "/opt/femu/bin/qemu-system-x86_64"
+# Where the vm cells' VM directories go when testbeds.vm.work_dir is null.
+VM_WORK_DIR = "/var/tmp/slimio-repro/vm"
 
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"

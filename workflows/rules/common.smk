@@ -142,9 +142,31 @@ def cell_files(pattern, **extra):
 BOX_SYSTEMS = ["baseline", "slimio"]
 
 
+SPACE_CHECKED = []
+
+
+def disk_space_checked(wildcards=None):
+    """No input: stops the run, at planning, when the disks cannot hold what its cells write
+    (plan/space.py): results_dir every cell of the run not yet finished, the VM work_dir and
+    the libvirt pool the largest one. Called by the cells' input functions, so only a run
+    with cells is checked, and after Snakemake has read its targets (which cells the run
+    has). On a cluster the work_dir and the pool are the nodes' (each cell checks its own
+    when it starts): results_dir only; nothing in a cluster job (its cell checks itself)."""
+    if not SPACE_CHECKED and not workflow.remote_exec:
+        targets = workflow.dag_settings.targets if workflow.dag_settings else ()
+        try:
+            planmod.check_space(PLAN, sorted(targets), on_cluster=SUBMITS_TO_CLUSTER)
+        except planmod.ConfigError as exc:
+            raise WorkflowError(str(exc)) from None
+        SPACE_CHECKED.append(True)
+    return []
+
+
 def cell_inputs(wildcards):
     """What the cell's plan says it needs built: a bare cell its Redis build (and a ycsb-a
-    cell the YCSB binding's), a vm cell the box (which has all the builds in it)."""
+    cell the YCSB binding's), a vm cell the box (which has all the builds in it); first, that
+    the disks can hold the run (disk_space_checked)."""
+    disk_space_checked()
     names = {pathsmod.BOX_PATTERN: "box"}
     out = {}
     for need in PLAN.cell_of(wildcards).needs:

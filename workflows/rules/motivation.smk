@@ -24,6 +24,7 @@ rule run_motivation_cell:
     in its own VM."""
     input:
         box=build(pathsmod.BOX_PATTERN),
+        space=disk_space_checked,
     output:
         raw=directory(results(pathsmod.MOTIVATION_RAW_PATTERN)),
     log:

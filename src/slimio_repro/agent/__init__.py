@@ -9,17 +9,17 @@ tests/test_architecture.py checks it, and imports the package with the host-only
 absent. The other stages use what ``__all__`` names.
 """
 
-from . import (bench_runs, benchmark, cell_runner, fdp, femulog, fsimage, inmemory, layout,
-               motivation_cells, nameddevice, overwrite, phases, provenance, redislog, roofline,
-               server, slimio, vmstorage, ycsb_client)
+from . import (bench_runs, benchmark, cell_runner, diskspace, fdp, femulog, fsimage, inmemory,
+               layout, motivation_cells, nameddevice, overwrite, phases, provenance, redislog,
+               roofline, server, slimio, vmstorage, ycsb_client)
 from .cell_runner import CellError, fingerprint, run as run_cell, sampled_keys
 from .vmstorage import GuestError
 
 __all__ = [
     # modules other stages may use
-    "bench_runs", "benchmark", "cell_runner", "fdp", "femulog", "fsimage", "inmemory", "layout",
-    "motivation_cells", "nameddevice", "overwrite", "phases", "provenance", "redislog",
-    "roofline", "server", "slimio", "vmstorage", "ycsb_client",
+    "bench_runs", "benchmark", "cell_runner", "diskspace", "fdp", "femulog", "fsimage",
+    "inmemory", "layout", "motivation_cells", "nameddevice", "overwrite", "phases",
+    "provenance", "redislog", "roofline", "server", "slimio", "vmstorage", "ycsb_client",
     # running a cell
     "run_cell", "CellError", "GuestError", "fingerprint", "sampled_keys",
 ]

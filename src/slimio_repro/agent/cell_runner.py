@@ -23,8 +23,8 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-from . import (benchmark, fsimage, layout, nameddevice, provenance, provision, redislog, slimio,
-               vmstorage, ycsb_client)
+from . import (benchmark, diskspace, fsimage, layout, nameddevice, provenance, provision,
+               redislog, slimio, vmstorage, ycsb_client)
 from .phases import Phases
 from ..plan.cellplan import Cell, CellPlan
 from .sampler import Sampler
@@ -99,6 +99,8 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     if partial.exists():
         fsimage.cleanup_stale(partial)
         shutil.rmtree(partial)
+    if cell.testbed == "bare":     # its disks hold what it writes (a vm cell's host checked)
+        diskspace.check_cell(plan, out_dir)
     partial.mkdir(parents=True)
     (partial / layout.RAW_PLAN).write_text(plan.to_json())
     prov = {"cell": cell.wildcards(), "cell_id": cell.id, "profile": plan.profile,

@@ -14,7 +14,7 @@ import importlib
 _EXPORTS = {
     **dict.fromkeys(
         ["BASELINE_EXT4", "CELL_ID_PATTERN", "CELL_SET_PATTERN", "MOTIVATION_ID_PATTERN",
-         "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "SLIMIO_SYSTEMS", "SYSTEMS",
+         "Disk", "NO_POLICY", "NOPERSIST", "POLICY_APPENDFSYNC", "SLIMIO_SYSTEMS", "SYSTEMS",
          "SYSTEM_FILESYSTEM", "WORKLOADS", "Bare", "Cell", "CellPlan", "DeviceProfile",
          "Motivation", "NamedDevice", "Placement", "RedisBenchmark", "Recovery", "Roofline",
          "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system", "is_slimio",
@@ -25,6 +25,8 @@ _EXPORTS = {
                      "merge", "validate"], "config"),
     "load_device_profile": "device",
     **dict.fromkeys(["Plan", "make"], "resolve"),
+    "check_space": "space",
+    "check_vm_cell_space": "space",
 }
 
 __all__ = sorted(_EXPORTS)

@@ -358,6 +358,24 @@ class Motivation:
 
 
 @dataclass(frozen=True)
+class Disk:
+    """What a cell writes to the disks of the host that runs it, as the plan estimates it
+    (:mod:`slimio_repro.plan.space`, which says how); the cell checks that they can hold it
+    before it writes anything (:mod:`slimio_repro.agent.diskspace`)."""
+    # Its storage's backing file on the host: the NVMe namespace's sparse nvme.img in its VM
+    # directory (vm, a QEMU profile: what the cell writes to the namespace, at most its
+    # capacity; a FEMU profile keeps the device in RAM: 0), or the bare cell's image file in
+    # its raw directory's .partial (at most the image's size); 0 on a named device.
+    storage_bytes: int
+    # Its raw directory (also the size of the tar it comes back from the guest in).
+    raw_bytes: int
+    # What the guest writes to its root disk, the qcow2 overlay of the box volume in the
+    # libvirt pool (vm only; at most the root disk's size): the raw directory as it grows
+    # there, with the NVMe trace's text before it is compressed.
+    guest_bytes: int = 0
+
+
+@dataclass(frozen=True)
 class CellPlan:
     cell: Cell
     profile: str
@@ -377,6 +395,8 @@ class CellPlan:
     # A motivation cell's scenarios; None for a cell of the matrix (and then left out of
     # the plan's hash, so that the matrix's plans hash as they did before it existed).
     motivation: Motivation | None = field(default=None, metadata={"omit_none": True})
+    # What it writes to the host's disks (an estimate; None in a plan made before it existed).
+    disk: Disk | None = operational(None)
 
     @property
     def id(self) -> str:

@@ -17,7 +17,7 @@ from ..build import fio as fio_build
 from ..build import ycsb_binding as ycsb_build
 from ..agent import GuestError, nameddevice
 from .cellplan import BASELINE_EXT4, CELL_SET_PATTERN, POLICY_APPENDFSYNC, SYSTEM_FILESYSTEM, Bare, Cell, CellPlan, Motivation, NamedDevice, Placement, RedisBenchmark, Recovery, Roofline, Server, Sizing, Slimio, Vm, YcsbA, build_system, is_slimio, persists, policies_of
-from . import checks, sizing
+from . import checks, sizing, space
 from .checks import ConfigError
 from .device import load_device_profile
 
@@ -251,8 +251,8 @@ def _motivation_cell(config: dict, p: paths.Paths, profile, version: str, ycsb_v
             f"past {cell.slimio.wal_size_bytes * checks.SLIMIO_REWRITE_FILL / MIB:.0f} MiB, "
             "which would run during its scenarios: lower motivation.fill_requests or "
             "motivation.wal_requests")
-    return replace(cell, workload=replace(cell.workload, requests=fill),
-                   motivation=scenarios)
+    return space.with_disk(whole, replace(cell, workload=replace(cell.workload, requests=fill),
+                                          motivation=scenarios))
 
 
 def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version: str,
@@ -285,7 +285,7 @@ def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version
         if ycsb_dir is not None:
             needs += (paths.YCSB_BUILD_RECORD_PATTERN.format(version=ycsb_version),)
     filesystem = SYSTEM_FILESYSTEM.get(system)
-    return CellPlan(
+    return space.with_disk(config, CellPlan(
         cell=Cell(testbed, system, workload, policy, rep),
         profile=config["profile"], redis_version=version,
         workload=(_workload(workload, w) if logs else
@@ -303,4 +303,4 @@ def _cell_plan(config: dict, p: paths.Paths, profile, version: str, ycsb_version
         vm=(_vm(config, profile, roofline=logs and roofline, filesystem=filesystem)
             if testbed == "vm" else None),
         redis_bin_dir=str(bin_dir), ycsb_dir=str(ycsb_dir) if ycsb_dir else None,
-        needs=needs)
+        needs=needs))

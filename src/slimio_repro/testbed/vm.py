@@ -54,7 +54,7 @@ from xml.etree import ElementTree
 
 from .. import paths
 from ..agent import layout, provenance
-from ..plan import CellPlan, DeviceProfile
+from ..plan import CellPlan, DeviceProfile, check_vm_cell_space
 from ..agent import phases as cellphases
 from . import accel as accelmod
 
@@ -721,6 +721,7 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     for stale in (partial, vm_dir):
         if stale.exists():
             destroy_stale(stale)
+    check_vm_cell_space(plan, out_dir, vm_dir.parent, box_file)   # before it writes anything
     records = partial / "vm"
     records.mkdir(parents=True)
     vm_dir.mkdir(parents=True)
