@@ -54,6 +54,8 @@ ACCEL_VERDICT = "/var/lib/slimio-repro/accel.json"
 FEMU_EMULATOR = "/opt/femu/bin/qemu-system-x86_64"
 # Where the vm cells' VM directories go when testbeds.vm.work_dir is null.
 VM_WORK_DIR = "/var/tmp/slimio-repro/vm"
+# Each running cell's lease: what it holds on its host (run/leases.py).
+LEASE_DIR = "/var/tmp/slimio-repro/leases"
 
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"

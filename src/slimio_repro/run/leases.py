@@ -36,11 +36,12 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from .. import paths
 from ..agent import fsimage
 from ..plan import CellPlan
 from ..testbed import vm as vmmod
 
-LEASE_DIR = Path(os.environ.get("SLIMIO_REPRO_LEASE_DIR", "/var/tmp/slimio-repro/leases"))
+LEASE_DIR = Path(paths.LEASE_DIR)
 # The environment variable every process of a cell inherits: its lease id.
 CELL_ENV = "SLIMIO_REPRO_CELL"
 # Seconds an orphaned cell gets for its own clean-up after SIGTERM (destroying a VM takes

@@ -620,7 +620,7 @@ def spec(plan: CellPlan, vm_dir: Path, box: str, box_file: Path, boot: dict,
             "device_profile": profile.as_dict(), "cell": plan.id}
 
 
-DEFAULT_WORK_DIR = Path("/var/tmp/slimio-repro/vm")
+DEFAULT_WORK_DIR = Path(paths.VM_WORK_DIR)
 
 
 def work_dir(setting: str | None) -> Path:
