@@ -504,6 +504,22 @@ class DomainWatch:
                 return
 
 
+# Free space under which a failed guest write is blamed on the disk under work_dir.
+FULL_DISK_BYTES = 64 << 20
+
+
+def full_disk_note(vm_dir: Path) -> str:
+    """What to add to a guest failure when the file system of the NVMe image is full: the
+    guest sees the host's ENOSPC as its device's write errors."""
+    usage = shutil.disk_usage(vm_dir)
+    if usage.free >= FULL_DISK_BYTES:
+        return ""
+    return (f"\nThe file system of the VM's NVMe image ({vm_dir}) has "
+            f"{usage.free / 2**20:.0f} MiB free of {usage.total / 2**30:.1f} GiB: the "
+            "guest's writes failed for want of space there. Free space, or point "
+            "testbeds.vm.work_dir at a larger file system, and run again")
+
+
 def domain_name(vm_dir: Path) -> str:
     """The libvirt domain of the VM in ``vm_dir``: vagrant-libvirt names it after the
     directory and the machine (``default``)."""
@@ -760,7 +776,8 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
             raise VmError(f"the cell stopped: {watch.why}")
         if proc.returncode != 0:
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
-            raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}")
+            raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}"
+                          + full_disk_note(vm_dir))
         guest_cell_s = time.monotonic() - t0
         with phases.phase("copy_back"):
             with open(vm_dir / "raw.tar", "wb") as fh:
