@@ -269,7 +269,8 @@ def cmd_pipeline_faults(args) -> int:
     configfiles = args.configfile or [str(paths.CONFIG_DIR / "profiles" / "smoke.yaml")]
     with faults.WorkFs(out / "work.img", out / "work", args.work_gib) as work:
         rounds = faults.run(out, configfiles, args.faults, args.seed, work,
-                            decide.find_snakemake(), kinds, args.testbeds.split(","))
+                            decide.find_snakemake(), kinds, args.testbeds.split(","),
+                            faults.VM_SHARE if args.vm_share is None else args.vm_share)
     print((out / "summary.md").read_text())
     return 0 if all(r.ok for r in rounds) else 1
 
@@ -449,10 +450,12 @@ def main(argv: list[str] | None = None) -> int:
         "that never answers), then the rerun, checked for completion, untouched finished "
         "cells and leaks")
     p.add_argument("--faults", type=int, default=50, help="rounds (default 50)")
-    p.add_argument("--kinds", help="comma-separated fault kinds (default: all, in turn)")
+    p.add_argument("--kinds", help="comma-separated fault kinds (default: all, in turn; a kind named twice comes twice as often)")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--testbeds", default="vm,bare", help="the matrix's testbeds (two cells "
                    "each; default vm,bare)")
+    p.add_argument("--vm-share", type=float, help="share of the faults that may hit either "
+                   "testbed put on a vm cell (default: run/faults.py's VM_SHARE, 0.25)")
     p.add_argument("--out", required=True, help="the campaign's directory (results, logs, "
                    "rounds.jsonl, summary.md); must be reachable by libvirt's QEMU, e.g. "
                    "under /var/tmp")

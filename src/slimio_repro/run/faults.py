@@ -101,11 +101,11 @@ class Round:
 
 class Campaign:
     def __init__(self, out: Path, configfiles: list[str], seed: int, work_dir: Path,
-                 snakemake: str, testbeds: list[str]):
+                 snakemake: str, testbeds: list[str], vm_share: float = VM_SHARE):
         self.out, self.results = out, out / "results"
         self.configfiles, self.rng = configfiles, random.Random(seed)
         self.work_dir, self.snakemake = work_dir, snakemake
-        self.matrix = matrix(testbeds)
+        self.matrix, self.vm_share = matrix(testbeds), vm_share
         self.log_dir = out / "logs"
         self.log_dir.mkdir(parents=True, exist_ok=True)
 
@@ -142,7 +142,7 @@ class Campaign:
     def round(self, number: int, kind: str) -> Round:
         cells = sorted(finished(self.results))
         vm_cells = [c for c in cells if c.startswith("vm-")]
-        on_vm = kind in VM_KINDS or (vm_cells and self.rng.random() < VM_SHARE)
+        on_vm = kind in VM_KINDS or (vm_cells and self.rng.random() < self.vm_share)
         cell = self.rng.choice(vm_cells if on_vm else
                                [c for c in cells if not c.startswith("vm-")] or cells)
         testbed = cell.split("-", 1)[0]
@@ -249,14 +249,16 @@ def _messages(log: Path, results: Path, cell: str) -> list[str]:
 
 def run(out: Path, configfiles: list[str], faults: int, seed: int, work_dir: Path,
         snakemake: str, kinds: list[str] = KINDS,
-        testbeds: list[str] = ("vm", "bare")) -> list[Round]:
-    """``faults`` rounds, kinds in turn (shuffled per cycle), each checked, on a matrix of
-    ``testbeds``; the records in ``out``/rounds.jsonl and the table in
-    ``out``/summary.md."""
+        testbeds: list[str] = ("vm", "bare"), vm_share: float = VM_SHARE) -> list[Round]:
+    """``faults`` rounds, kinds in turn (shuffled per cycle; a kind named twice comes twice
+    per cycle), each checked, on a matrix of ``testbeds``, ``vm_share`` of the faults that
+    may hit either testbed on a vm cell; the records in ``out``/rounds.jsonl and the table
+    in ``out``/summary.md."""
     if "vm" not in testbeds and set(kinds) & VM_KINDS:
         raise ValueError(f"faults {', '.join(sorted(set(kinds) & VM_KINDS))} hit vm cells: "
                          "add the vm testbed")
-    campaign = Campaign(out, configfiles, seed, work_dir, snakemake, list(testbeds))
+    campaign = Campaign(out, configfiles, seed, work_dir, snakemake, list(testbeds),
+                        vm_share)
     campaign.complete()
     rounds = []
     order = []
