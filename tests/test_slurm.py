@@ -8,12 +8,16 @@ process ids in their pid files, which must then be gone."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import os
+import re
 import shutil
 import subprocess
 import time
+import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import pytest
@@ -255,3 +259,87 @@ def test_a_cluster_run_without_the_nodes_cpu_count_stops_before_submitting(clust
     assert "run_motivation_cell, build_redis_baseline" in proc.stderr, proc.stderr[-2000:]
     assert "set-threads" in proc.stderr
     assert not (tmp_path / "raw").exists()
+
+
+# What the setup playbook starts that must not listen on the network: the cluster's daemons,
+# MariaDB, and a job's srun and slurmstepd (loopback only); libvirt's daemons (their Unix
+# sockets only); each libvirt network's dnsmasq (the guests' DNS and DHCP: its own bridge).
+LOOPBACK_ONLY = {"munged", "mariadbd", "slurmdbd", "slurmctld", "slurmd", "srun", "slurmstepd",
+                 "libvirtd", "virtlogd"}
+VM_NETWORK = "slimio-repro"     # playbooks/roles/host_libvirt: host_libvirt_vm_network_name
+
+
+class Listener(NamedTuple):
+    proto: str
+    address: str                # as ss prints it, without brackets: 127.0.0.1, ::1, 0.0.0.0, *
+    interface: str | None       # the device the socket is bound to (SO_BINDTODEVICE), if any
+    port: str
+    processes: list[tuple[str, int]]    # (name, pid) of each process that holds it
+
+    def on_loopback(self) -> bool:
+        try:
+            return ipaddress.ip_address(self.address).is_loopback
+        except ValueError:      # *
+            return False
+
+    def unspecified(self) -> bool:
+        return self.address == "*" or ipaddress.ip_address(self.address).is_unspecified
+
+    def __str__(self):
+        where = self.address + (f"%{self.interface}" if self.interface else "")
+        return f"{self.proto} {where}:{self.port} " + \
+            ", ".join(f"{name} (pid {pid})" for name, pid in self.processes)
+
+
+def listeners() -> list[Listener]:
+    """Every listening TCP socket and bound UDP socket of this host, with the processes that
+    hold it: `ss -ltnup` (root sees every process)."""
+    out = subprocess.run(["ss", "-H", "-ltnup"], capture_output=True, text=True,
+                         check=True).stdout
+    found = []
+    for line in out.splitlines():
+        fields = line.split()
+        local = re.fullmatch(r"(\[[^\]]*\]|[^%\s]*?)(?:%(\S+?))?:(\d+|\*)", fields[4])
+        assert local, f"ss printed a local address this test cannot read: {line}"
+        processes = [(name, int(pid)) for name, pid in
+                     re.findall(r'\("([^"]*)",pid=(\d+),', line)]
+        found.append(Listener(fields[0], local.group(1).strip("[]"), local.group(2),
+                              local.group(3), processes))
+    return found
+
+
+def libvirt_networks() -> dict[str, tuple[str, str, int]]:
+    """Each active libvirt network: (its bridge, its address, its dnsmasq's pid)."""
+    virsh = ["virsh", "-c", "qemu:///system"]
+    names = subprocess.run([*virsh, "net-list", "--name"], capture_output=True, text=True,
+                           check=True).stdout.split()
+    out = {}
+    for name in names:
+        xml = ET.fromstring(subprocess.run([*virsh, "net-dumpxml", name], capture_output=True,
+                                           text=True, check=True).stdout)
+        pid_file = Path(f"/run/libvirt/network/{name}.pid")
+        pid = int(pid_file.read_text().strip()) if pid_file.is_file() else -1
+        out[name] = (xml.find("bridge").get("name"), xml.find("ip").get("address"), pid)
+    return out
+
+
+def test_what_the_setup_starts_listens_on_loopback_or_the_vms_network_only(cluster):
+    """With the cluster up: slurmctld, slurmd, slurmdbd, MariaDB and munged listen on
+    loopback addresses only (the guests on the VMs' network must not reach them, nor the
+    network beyond), and each libvirt network's dnsmasq on its own bridge only
+    (docs/explanation/security.md)."""
+    sockets = listeners()
+    exposed = [str(s) for s in sockets
+               if {name for name, _ in s.processes} & LOOPBACK_ONLY and not s.on_loopback()]
+    networks = libvirt_networks()
+    assert VM_NETWORK in networks, f"libvirt's network {VM_NETWORK} is not active: {networks}"
+    for name, (bridge, address, pid) in networks.items():
+        dns = [s for s in sockets if pid in {p for _, p in s.processes}]
+        assert dns, f"network {name}'s dnsmasq (pid {pid}) listens nowhere"
+        exposed += [f"{s} (network {name}, bridge {bridge} {address})" for s in dns
+                    if not (s.address == address or (s.unspecified() and s.interface == bridge))]
+    assert not exposed, "listening beyond loopback and the VMs' networks:\n" + \
+        "\n".join(exposed)
+    # The check saw the daemons: each listens (on loopback).
+    daemons = {name for s in sockets for name, _ in s.processes}
+    assert {"slurmctld", "slurmd", "slurmdbd"} <= daemons, sorted(daemons)

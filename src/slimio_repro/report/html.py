@@ -120,9 +120,14 @@ def _ordered(stems: list[str], *known: Mapping[str, str]) -> list[str]:
 
 
 def _md(path: Path) -> str | None:
+    """A table's Markdown as HTML, its text escaped: Markdown passes raw HTML through, and a
+    table's cells can hold strings from the configuration (the page inserts this unescaped)."""
     if not path.exists():
         return None
-    return markdown.markdown(path.read_text(), extensions=["tables"])
+    md = markdown.Markdown(extensions=["tables"])
+    md.preprocessors.deregister("html_block")
+    md.inlinePatterns.deregister("html")
+    return md.convert(path.read_text())
 
 
 def _caption(results: Path, png: str, default: str) -> str:
