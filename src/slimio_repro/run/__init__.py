@@ -12,7 +12,7 @@ from ..agent import run_cell as run_here
 
 from ..plan import CellPlan
 from ..testbed import vm
-from . import bench
+from . import bench, finished
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
@@ -24,4 +24,4 @@ def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None) -> Path:
     return run_here(plan, out_dir)
 
 
-__all__ = ["bench", "run_cell"]
+__all__ = ["bench", "finished", "run_cell"]
