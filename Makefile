@@ -78,16 +78,30 @@ host-ready: bootstrap
 	  "setup-host runs the playbook anyway)"; \
 	else $(MAKE) --no-print-directory setup-host; fi
 
+# A run of the matrix goes on past a failed cell (--keep-going). Where anything failed, a
+# second Snakemake makes the tables, figures, claims and report from the cells that finished
+# (config/finished-cells-only.yaml after the profile: it runs no cell; the report, the
+# verdicts and the summary name the missing cells with their logs), and the recipe fails.
+# The next run runs the missing cells again. (Snakemake stopped by Ctrl-C exits as a failed
+# one does: the second one starts then; Ctrl-C stops it too.) $(1): the target, $(2): the
+# profile's file, $(3): the run's own --config (a second --config would replace the first,
+# and SNAKEMAKE_ARGS may hold one).
+FINISHED_CELLS = --keep-going || { echo "$(1): a job failed; making what the cells that" \
+	"finished allow"; $(LOCAL) $(BIN)/snakemake --cores $(CORES) $(1) \
+	--configfile $(2) config/finished-cells-only.yaml $(3) $(SNAKEMAKE_ARGS); false; }
+
 # doctor --fix first: what an interrupted run left (its cells' VMs, mounts, processes, a
 # Snakemake lock no Snakemake holds) is removed, each named.
 reproduce: host-ready
 	$(BIN)/slimio-repro doctor --fix --configfile config/profiles/$(PROFILE).yaml >&2 || true
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce --rerun-incomplete \
-	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS) \
+	  $(call FINISHED_CELLS,reproduce,config/profiles/$(PROFILE).yaml)
 
 motivation: host-ready
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) motivation \
-	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS) \
+	  $(call FINISHED_CELLS,motivation,config/profiles/$(PROFILE).yaml)
 
 DECIDE_BUDGET ?= 30m
 decide: host-ready
@@ -108,15 +122,18 @@ bench: setup-host
 	  $(BENCH_ARGS)
 
 # Both paths, every cell afresh (--forcerun run_cell; the builds stay cached), each compared
-# with its own reference; both run even when the first regresses, and either fails it.
+# with its own reference; both run even when the first regresses or a cell fails (the
+# results of a path with a failed cell are made from its other cells), and either fails it.
 nightly: setup-host
+	status=0; \
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/ci.yaml --config results_dir=$(NIGHTLY_RESULTS) \
-	  --forcerun run_cell $(SNAKEMAKE_ARGS)
+	  --forcerun run_cell $(SNAKEMAKE_ARGS) $(call FINISHED_CELLS,reproduce, \
+	  config/profiles/ci.yaml,--config results_dir=$(NIGHTLY_RESULTS)) || status=1; \
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) reproduce \
 	  --configfile config/profiles/smoke.yaml --config results_dir=$(NIGHTLY_VM_RESULTS) \
-	  --forcerun run_cell $(SNAKEMAKE_ARGS)
-	status=0; \
+	  --forcerun run_cell $(SNAKEMAKE_ARGS) $(call FINISHED_CELLS,reproduce, \
+	  config/profiles/smoke.yaml,--config results_dir=$(NIGHTLY_VM_RESULTS)) || status=1; \
 	$(BIN)/slimio-repro regress $(NIGHTLY_RESULTS) $(NIGHTLY_REFERENCE) \
 	  --out results/regression || status=1; \
 	$(BIN)/slimio-repro regress $(NIGHTLY_VM_RESULTS) $(NIGHTLY_VM_REFERENCE) \

@@ -450,3 +450,145 @@ def test_decide_refuses_a_run_of_another_profile(tmp_path):
     with pytest.raises(decide.DecideError, match="give decide the run's own --configfile"):
         decide.run(results, [paths.CONFIG_DIR / "config.yaml"], 2, 30, snakemake="false")
     assert not (results / decide.LOOKS_FILE).exists()
+
+
+def _gone(*cells, motivation=False):
+    """Missing cells (judge.MISSING_COLUMNS) from (system, policy, rep)."""
+    return [{"cell_id": f"vm-{s}-redis-benchmark-{p}-r{r}", "testbed": "vm", "system": s,
+             "workload": "redis-benchmark", "policy": p, "rep": r, "motivation": motivation,
+             "log": f"results/logs/run_cell/vm-{s}-redis-benchmark-{p}-r{r}.log"}
+            for s, p, r in cells]
+
+
+def test_a_claim_whose_cells_failed_is_not_judged_and_one_partly_missing_says_which():
+    """A failed cell (config finished_cells_only left it out): a claim none of whose cells
+    of a term finished is 'not judged: cells failed', naming them; one with some of them is
+    judged on the rest, and its verdict says which are missing; claims that need none of
+    them are as before."""
+    full = _records([150, 152, 148], [100, 101, 99])
+    # baseline r3 failed: judged on the slimio cells and two baseline cells.
+    partly = full[~((full.system == "baseline") & (full.rep == 3))]
+    missing = _gone(("baseline", "always", 3))
+    v = judge.judge_all([_claim()], partly, missing=missing)[0]
+    assert v.verdict == judge.HOLDS and v.n_detail == "3/2", v.reason
+    assert v.missing_cells == ("vm-baseline-redis-benchmark-always-r3",)
+    assert v.label == "holds (1 cell missing)"
+    assert "judged without 1 of its cells, which did not finish in this run " \
+           "(vm-baseline-redis-benchmark-always-r3)" in v.reason
+    assert v.row()["missing_cells"] == "vm-baseline-redis-benchmark-always-r3"
+    # Every baseline cell failed: the ratio has no denominator.
+    none = full[full.system != "baseline"]
+    gone = _gone(*(("baseline", "always", r) for r in (1, 2, 3)))
+    v = judge.judge_all([_claim()], none, missing=gone)[0]
+    assert v.verdict == judge.NOT_JUDGED and v.label == judge.NOT_JUDGED
+    assert v.measured is None and len(v.missing_cells) == 3
+    assert "the vm-baseline-redis-benchmark-always cells it needs did not finish" in v.reason
+    # ... while without the list of missing cells it is the matrix's doing, as before.
+    assert judge.judge_all([_claim()], none)[0].verdict == judge.UNTESTABLE
+    # A claim on other cells, or on another testbed's, is untouched by them.
+    other = _claim(measure=catalog.Measure(
+        catalog.Term("rps_wal_only", "slimio", "redis-benchmark", "always")), kind="absolute",
+        direction="equal", paper_value=150, tolerance=catalog.Tolerance("relative", "r", 0.25))
+    v = judge.judge_all([other], none, missing=gone)[0]
+    assert v.verdict == judge.HOLDS and not v.missing_cells and "judged without" not in v.reason
+    assert judge.judge_all([_claim(testbed="bare")], _records([150] * 3, [100] * 3, testbed="bare"),
+                           missing=gone)[0].missing_cells == ()
+    # A policy-pooled term counts the missing cells of either policy.
+    pooled = _claim(measure=catalog.Measure(
+        catalog.Term("rps_wal_only", "slimio", "redis-benchmark", None),
+        catalog.Term("rps_wal_only", "baseline", "redis-benchmark", None)))
+    assert judge.judge_all([pooled], partly, missing=_gone(("baseline", "periodical", 1)))[0] \
+        .missing_cells == ("vm-baseline-redis-benchmark-periodical-r1",)
+
+
+def test_a_missing_motivation_cell_counts_for_the_motivation_metrics_only():
+    """A motivation cell shares its system, workload and policy with Table 1's matrix cells:
+    its absence touches the claims on its metrics (mot_*), a matrix cell's the others."""
+    records = _records([150, 150], [100, 100])
+    mot_gone = _gone(("baseline", "always", 1), motivation=True)
+    v = judge.judge_all([_claim()], records, missing=mot_gone)[0]
+    assert v.verdict != judge.NOT_JUDGED and not v.missing_cells
+    mot = _claim(kind="absolute", direction="equal", paper_value=10.0,
+                 measure=catalog.Measure(catalog.Term("mot_snapshot_only_time_s", "baseline",
+                                                      "redis-benchmark", "always")),
+                 tolerance=catalog.Tolerance("relative", "r", 0.5))
+    v = judge.judge_all([mot], records, missing=mot_gone)[0]
+    assert v.verdict == judge.NOT_JUDGED and v.missing_cells == (mot_gone[0]["cell_id"],)
+    # Not in the run at all (nothing missing): where it is judged, as before.
+    assert judge.judge_all([mot], records)[0].reason == judge.MOTIVATION_HINT
+
+
+def test_a_missing_cell_counts_at_the_looks_that_had_it():
+    """decide's looks: a look-1 cell that is missing is not missing at look 0, so a claim
+    decided there does not name it; one judged again at look 1 does."""
+    gone = _gone(("baseline", "always", 4))
+    looks = [{"vm-slimio-redis-benchmark-always": 4, "vm-baseline-redis-benchmark-always": 4}]
+    decided = _records([150, 152, 148, 150], [100, 101, 99])
+    v = judge.judge_all([_claim()], decided, looks, 3, missing=gone)[0]
+    assert v.verdict == judge.HOLDS and v.n == 3 and v.missing_cells == ()
+    undecided = _records([150, 100, 200, 150], [100, 101, 99])
+    v = judge.judge_all([_claim()], undecided, looks, 3, missing=gone)[0]
+    assert v.history[0][1] == judge.UNDECIDED and v.n_detail == "4/3"
+    assert v.missing_cells == ("vm-baseline-redis-benchmark-always-r4",)
+
+
+def test_the_verdicts_and_the_summary_name_the_missing_cells(tmp_path):
+    """verdicts.{md,json,csv} and the one-screen summary name the cells that did not finish
+    with their logs, and the claims that needed them say so."""
+    full = _records([150, 152, 148], [100, 101, 99])
+    records = full[~((full.system == "baseline") & (full.rep == 3))]
+    csv = tmp_path / "cells.csv"
+    records.assign(cell_id=[f"c{i}" for i in range(len(records))]).to_csv(csv, index=False)
+    claims_file = tmp_path / "claims.yaml"
+    claims_file.write_text(yaml.safe_dump({"claims": [{
+        "id": "partly", "source": "paper", "where": "§5", "quote": "q", "kind": "ratio",
+        "measure": {"term": {"metric": "rps_wal_only", "system": "slimio",
+                             "workload": "redis-benchmark", "policy": "always"},
+                    "reference": {"system": "baseline"}},
+        "paper_value": 1.5, "direction": "higher", "testbed": "vm",
+        "tolerance": {"rule": "relative", "value": 0.25, "reason": "a quarter of the value"}}, {
+        "id": "gone", "source": "paper", "where": "§5", "quote": "q", "kind": "absolute",
+        "measure": {"term": {"metric": "rps_wal_only", "system": "slimio-nofdp",
+                             "workload": "redis-benchmark", "policy": "always"}},
+        "paper_value": 100.0, "direction": "equal", "testbed": "vm",
+        "tolerance": {"rule": "relative", "value": 0.25, "reason": "a quarter of the value"}}]}))
+    missing = _gone(("baseline", "always", 3), ("slimio-nofdp", "always", 1))
+    from slimio_repro import claims
+    out = claims.judge_run(csv, claims_file, tmp_path / "claims", missing=missing)
+    summary = out["summary"].read_text()
+    assert "2 cells of this run did not finish" in summary
+    for m in missing:
+        assert f"    {m['log']}\n" in summary
+    assert "not judged 1" in summary and "not judged (1): gone" in summary
+    assert "partly!" in summary and "! = judged without some of its cells" in summary
+    md = out["md"].read_text()
+    assert "**2 cells of this run did not finish**" in md and f"`{missing[0]['log']}`" in md
+    assert "**holds (1 cell missing)**" in md and f"**{judge.NOT_JUDGED}**" in md
+    data = json.loads(out["json"].read_text())
+    assert [m["cell_id"] for m in data["run"]["missing_cells"]] == [m["cell_id"] for m in missing]
+    assert data["counts"][judge.NOT_JUDGED] == 1
+    rows = pd.read_csv(out["csv"]).set_index("claim_id")
+    assert rows.loc["partly", "missing_cells"] == missing[0]["cell_id"]
+    assert rows.loc["gone", "verdict"] == judge.NOT_JUDGED
+    # Judged again with every cell there: nothing is said of missing cells.
+    again = claims.judge_run(csv, claims_file, tmp_path / "again")
+    assert "did not finish" not in again["summary"].read_text()
+    assert "not judged" not in again["summary"].read_text()
+    # Where the end of a run did not judge the claims again, it names the cells all the same.
+    text = render.missing_text(missing)
+    assert text.startswith("=" * 78) and missing[1]["log"] in text
+    assert render.missing_text([]) == ""
+
+
+def test_the_regression_warns_of_a_partial_run(fixture_results, tmp_path):
+    """A nightly path with a failed cell: the comparison says the run left cells out."""
+    run = tmp_path / "run"
+    shutil.copytree(fixture_results, run, symlinks=True)
+    verdicts = json.loads((run / paths.VERDICT_FILES["json"]).read_text())
+    verdicts["run"]["missing_cells"] = [{"cell_id": "bare-slimio-ycsb-a-always-r1",
+                                         "log": "results/logs/run_cell/x.log"}]
+    (run / paths.VERDICT_FILES["json"]).write_text(json.dumps(verdicts))
+    ref = regress.make_reference([fixture_results])
+    result = regress.compare(regress.fingerprint(run), ref)
+    assert any("1 cell of this run did not finish" in w and "bare-slimio-ycsb-a-always-r1" in w
+               for w in result["warnings"]), result["warnings"]

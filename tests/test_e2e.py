@@ -4,6 +4,7 @@ redis-benchmark, real ext4 on a loop device). Needs root."""
 import json
 import os
 import re
+import shlex
 import subprocess
 from pathlib import Path
 
@@ -77,6 +78,94 @@ def test_failed_cell_leaves_no_result_and_rerun_redoes_it(redis_bin, tmp_path):
     assert (out / layout.RAW_COMPLETE).exists() and not partial.exists()
     with pytest.raises(cell.CellError, match="refusing to overwrite"):
         cell.run(again, out)
+
+
+def make_reproduce(*config: str) -> subprocess.CompletedProcess:
+    """`make reproduce` (the ci profile, which is bare) with ``config`` as its --config, and
+    the host's set-up left out (-o host-ready: this host is set up, and the playbook is not
+    what is tested here)."""
+    args = "--config " + " ".join(map(shlex.quote, config))
+    return subprocess.run(["make", "-o", "host-ready", "reproduce", f"VENV={VENV_BIN.parent}",
+                           "PROFILE=ci", f"SNAKEMAKE_ARGS={args}"], cwd=REPO,
+                          capture_output=True, text=True)
+
+
+def test_a_failed_cell_leaves_the_rest_reported_and_only_it_runs_again(redis_bin, tmp_path):
+    """One cell of `make reproduce` fails for real: the run goes on past it, the tables,
+    verdicts and report are made from the other cell and name the failed one with its log,
+    the claims that needed it say so, the target fails, and nothing records the cell as
+    done: the next run, the cause removed, runs that cell alone."""
+    import yaml
+    require_root()
+    results = tmp_path / "results"
+    claims = tmp_path / "claims.yaml"
+    rate = {"kind": "absolute", "direction": "equal", "testbed": "bare", "paper_value": 1e5,
+            "tolerance": {"rule": "absolute", "value": 1e9, "reason": "a band for the test"},
+            "source": "paper", "where": "test", "quote": "q"}
+    claims.write_text(yaml.safe_dump({"claims": [
+        {**rate, "id": "tiny-bound-rate", "measure": {"term": {
+            "metric": "rps_avg", "system": "nopersist", "workload": "redis-benchmark"}}},
+        {**rate, "id": "tiny-baseline-rate", "measure": {"term": {
+            "metric": "rps_avg", "system": "baseline", "workload": "redis-benchmark",
+            "policy": "periodical"}}}]}))
+    run = [f"results_dir={results}", f"claims={{file: {claims}}}",
+           "matrix={testbeds: [bare], systems: [baseline, nopersist], "
+           "workloads: [redis-benchmark], policies: [periodical], repetitions: 1}",
+           "workloads={redis-benchmark: {requests: 30000, keyspace: 6000}}",
+           "server={sampler_interval_s: 0.25}"]
+    # The failure, through a documented knob: server.snapshot_timeout_s, so short that the
+    # baseline's On-Demand-Snapshot (BGSAVE after the workload) is still running when it is
+    # first looked at. The bound takes no snapshot and finishes. The knob is operational
+    # (no part of a cell's plan hash): removing it makes no finished cell stale.
+    failing = make_reproduce(*run[:-1], "server={sampler_interval_s: 0.25, "
+                                        "snapshot_timeout_s: 0.000001}")
+    out = failing.stdout + failing.stderr
+    assert failing.returncode != 0, out[-3000:]
+    bad = "bare-baseline-redis-benchmark-periodical-r1"
+    good = "bare-nopersist-redis-benchmark-none-r1"
+    assert "reproduce: a job failed; making what the cells that finished allow" in out
+    assert not (results / "raw" / bad).exists(), "a failed cell must not look done"
+    assert str(results) not in Path("/proc/mounts").read_text(), "the failed cell's file " \
+        "system is still mounted"
+    assert (results / "raw" / good / layout.RAW_COMPLETE).exists()
+    log = results / paths.CELL_LOG_PATTERN.format(**configmod.Cell.from_id(bad).wildcards())
+    assert "(server.snapshot_timeout_s)" in log.read_text()
+    # The tables and verdicts of the cell that finished ...
+    assert list(pd.read_csv(results / paths.CELLS_TABLE).cell_id) == [good]
+    assert (results / "tables" / "table3_redis_benchmark.md").exists()
+    verdicts = pd.read_csv(results / paths.VERDICT_FILES["csv"]).set_index("claim_id")
+    assert verdicts.loc["tiny-baseline-rate", "verdict"] == "not judged: cells failed"
+    assert verdicts.loc["tiny-baseline-rate", "missing_cells"] == bad
+    assert verdicts.loc["tiny-bound-rate", "verdict"] == "undecided"   # n = 1
+    assert pd.isna(verdicts.loc["tiny-bound-rate", "missing_cells"])
+    # ... the end-of-run summary and the report name the failed cell and its log.
+    assert f"1 cell of this run did not finish" in failing.stdout
+    assert f"    {log}\n" in failing.stdout
+    page = (results / paths.REPORT).read_text()
+    assert 'id="partial-run"' in page and f'id="missing-{bad}"' in page
+    rel = log.relative_to(results).as_posix()
+    assert f'Log: <a href="{rel}">{rel}</a>' in page
+    assert "(server.snapshot_timeout_s)" in page[page.index(f'id="missing-{bad}"'):]
+    assert f'<a href="raw/{bad}.partial/">' in page
+
+    # The cause removed: the failed cell alone runs, and the run is whole again.
+    planned = snakemake("-n", "--cores", "all", "reproduce", "--configfile",
+                        "config/profiles/ci.yaml", "--config", *run)
+    assert re.search(r"^run_cell\s+1$", planned.stdout, re.M), planned.stdout
+    assert re.findall(r"^\s+output: \S*/raw/(\S+)$", planned.stdout, re.M) == [bad]
+    # The list of missing cells is made again (its params changed), and what reads it.
+    for rule in ("list_missing_cells", "judge_claims", "render_report"):
+        assert re.search(rf"^{rule}\s+1$", planned.stdout, re.M), rule
+    finished_at = (results / "raw" / good).stat().st_mtime
+    again = make_reproduce(*run)
+    assert again.returncode == 0, (again.stdout + again.stderr)[-3000:]
+    assert (results / "raw" / good).stat().st_mtime == finished_at
+    assert sorted(pd.read_csv(results / paths.CELLS_TABLE).cell_id) == [bad, good]
+    verdicts = pd.read_csv(results / paths.VERDICT_FILES["csv"]).set_index("claim_id")
+    assert verdicts.loc["tiny-baseline-rate", "verdict"] == "undecided"
+    assert verdicts["missing_cells"].isna().all()
+    assert 'id="partial-run"' not in (results / paths.REPORT).read_text()
+    assert "did not finish" not in again.stdout
 
 
 def test_a_busy_image_is_unmounted_by_stopping_what_holds_it(tmp_path):

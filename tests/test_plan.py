@@ -225,11 +225,22 @@ def test_readme_make_targets_run_what_they_say(command, tmp_path):
     recipe = proc.stdout.replace("\\\n", " ")
     lines = [re.sub(r"\s+", " ", line).strip() for line in recipe.splitlines()]
     assert any(re.search(MAKE_RUNS[target], line) for line in lines), recipe[-2000:]
-    # The Snakemake run the target makes is planned, as the README's snakemake lines are.
-    for line in lines:
-        m = re.search(r"/snakemake --cores \S+ (reproduce .*)$", line)
-        if m:
-            plan_dry_run(shlex.split(m.group(1)), tmp_path)
+    # The Snakemake run the target makes is planned, as the README's snakemake lines are;
+    # where it goes on past a failed cell, so is the second Snakemake that makes the results
+    # of the cells that finished (it runs no cell: with none finished here, it says so).
+    runs = [shlex.split(m.group(1)) for line in lines
+            for m in re.finditer(r"/snakemake --cores \S+ (reproduce [^|;{}]*)", line)]
+    for args in runs:
+        if "config/finished-cells-only.yaml" not in args:
+            plan_dry_run(args, tmp_path)
+            continue
+        proc = snakemake("-n", "--nolock", "--cores", "all", *args, "--config",
+                         f"results_dir={tmp_path}", f"build_dir={tmp_path / 'build'}")
+        out = proc.stdout + proc.stderr
+        assert proc.returncode != 0 and "finished_cells_only: none of the" in out and \
+            "cells of the matrix has finished" in out, out[-2000:]
+    if target == "reproduce":
+        assert len(runs) == 2 and "--keep-going" in runs[0], recipe[-2000:]
 
 
 def cli(*args):

@@ -412,3 +412,57 @@ def test_report_shows_the_crash_campaign(complete_run, tmp_path):
     assert "crash" in page["ids"] and f"{paths.CRASH_DIR}/campaign.jsonl" in page["links"]
     html = (results / paths.REPORT).read_text()
     assert "<td>slimio</td>" in html and "<td>baseline</td>" in html
+
+
+def test_a_partial_run_lists_its_missing_cells_with_their_logs(fixture_results, tmp_path):
+    """A run made from the cells that finished (config finished_cells_only): the page says so
+    at its top and lists each missing cell with a link to its log, the log's last lines
+    (escaped) and what it left in its .partial directory; a claim not judged for them has a
+    style of its own; the rest of the page is as in a complete run."""
+    from slimio_repro.claims import judge
+    from slimio_repro.run import finished
+    results = tmp_path / "results"
+    shutil.copytree(fixture_results, results, symlinks=True)
+    failed = plan_of({"matrix": {"testbeds": ["vm"], "systems": ["baseline", "slimio"],
+                                 "workloads": ["ycsb-a"], "policies": ["always"],
+                                 "repetitions": 1}}).cells
+    log = results / paths.CELL_LOG_PATTERN.format(**failed[0].cell.wildcards())
+    log.parent.mkdir(parents=True, exist_ok=True)
+    log.write_text("".join(f"line {i}\n" for i in range(100))
+                   + "error: <script>alert(1)</script> & the VM did not boot\n")
+    (results / "raw" / f"{failed[0].id}.partial").mkdir()
+    # A figure of the cell from an earlier run of it: not this run's, not shown.
+    stale = results / paths.CELL_FIGURE_PATTERN.format(**failed[0].cell.wildcards(), ext="png")
+    stale.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy(results / "figures" / "fig5_runtime_rps.png", stale)
+    missing = finished.missing(failed, results)
+    assert missing[0]["log_tail"].startswith("line 71\n") and missing[1]["log_tail"] is None
+    finished.write(missing, results / paths.MISSING_CELLS)
+    claims.judge_run(results / paths.CELLS_TABLE, paths.CLAIMS_FILE, results / "claims",
+                     missing=[dict(m, log=str(results / m["log"])) for m in missing])
+    page = report.build(results)
+    top = page[:page.index('<section id="claims">')]
+    assert 'id="partial-run"' in top and "A partial run: 2 cells did not finish." in top
+    assert "2 more cells of the run did not finish" in top
+    section = top[top.index('<section id="missing-cells">'):]
+    first, second = (section[section.index(f'id="missing-{c.id}"'):] for c in failed)
+    rel = log.relative_to(results).as_posix()
+    assert f'Log: <a href="{rel}">{rel}</a>' in first
+    assert f'<a href="raw/{failed[0].id}.partial/">' in first
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; &amp; the VM did not boot" in first
+    assert "<script>alert" not in page and "line 70\n" not in first
+    assert "No log (" in second and "the cell did not start" in second
+    assert stale.name not in page and 'src="figures/fig5_runtime_rps.png"' in page
+    verdicts = json.loads((results / paths.VERDICT_FILES["json"]).read_text())
+    not_judged = [v for v in verdicts["verdicts"] if v["verdict"] == judge.NOT_JUDGED]
+    assert not_judged, "no claim of the fixtures' run needs the vm ycsb-a cells"
+    row = re.search(rf'<tr id="claim-{re.escape(not_judged[0]["claim_id"])}">(.*?)</tr>',
+                    page, re.S).group(1)
+    assert 'class="verdict notjudged"' in row and "Missing cells (did not finish): " in row
+    assert f"not judged, cells failed: {len(not_judged)}" in page
+    # Every cell there again: nothing of it is left.
+    finished.write([], results / paths.MISSING_CELLS)
+    claims.judge_run(results / paths.CELLS_TABLE, paths.CLAIMS_FILE, results / "claims")
+    page = report.build(results)
+    assert 'id="partial-run"' not in page and 'id="missing-cells"' not in page
+    assert "not judged" not in page and "Missing cells" not in page

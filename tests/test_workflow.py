@@ -117,6 +117,42 @@ def test_figure_4_is_a_target_only_with_slimio_without_fdp(tmp_path):
     assert "no such cell of slimio-nofdp" in named.stdout + named.stderr
 
 
+def test_finished_cells_only_plans_from_the_finished_cells_and_runs_none(tmp_path):
+    """config finished_cells_only (the Makefile's second Snakemake after a failed cell): no
+    cell runs; the tables and figures are planned from the finished cells; a device-model
+    sequence replays its repetitions up to its first missing one (none if that is the
+    first); the missing cells are listed for the claims and the report."""
+    from slimio_repro.agent import layout
+    plan = configmod.make(configmod.load([paths.CONFIG_DIR / "config.yaml"]),
+                          check_sources=False)
+    gone = {"vm-baseline-redis-benchmark-periodical-r2", "vm-slimio-ycsb-a-always-r1"}
+    for c in plan.cells:
+        if c.id not in gone:
+            (tmp_path / "raw" / c.id).mkdir(parents=True)
+            (tmp_path / "raw" / c.id / layout.RAW_COMPLETE).write_text("done\n")
+    # A cell that failed: its partial directory, no complete raw directory.
+    (tmp_path / "raw" / "vm-slimio-ycsb-a-always-r1.partial").mkdir()
+    proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce",
+                     "--configfile", "config/finished-cells-only.yaml",
+                     "--config", f"results_dir={tmp_path}", f"build_dir={tmp_path / 'build'}")
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr
+    assert not re.search(r"^(run_cell|build_guest_box)\s+\d+$", out, re.M)
+    assert "rule run_cell:" not in out
+    assert re.search(rf"^parse_cell\s+{len(plan.cells) - 2}$", out, re.M)
+    assert re.search(r"^list_missing_cells\s+1$", out, re.M)
+    job = out[out.index("rule aggregate_tables:"):]
+    inputs = job[:job.index("output:")]
+    assert not any(g in inputs for g in gone)
+    assert inputs.count("/cells/") == len(plan.cells) - 2
+    ftl = dict(re.findall(r"input: (.*)\n\s+output: \S+/ftl/(\S+)\.json", out))
+    replayed = {seq: sorted(re.findall(r"raw/(\S+?)(?:,|$)", raw)) for raw, seq in ftl.items()}
+    assert replayed["vm-baseline-redis-benchmark-periodical"] == [
+        "vm-baseline-redis-benchmark-periodical-r1"]
+    assert "vm-slimio-ycsb-a-always" not in replayed
+    assert len(replayed["vm-slimio-ycsb-a-periodical"]) == 2
+
+
 def test_config_override_merges_instead_of_replacing(tmp_path):
     proc = snakemake("-n", "--nolock", "--cores", "2", "run_matrix",
                      "--config", f"results_dir={tmp_path}", "matrix={repetitions: 1}")

@@ -168,9 +168,13 @@ def cmd_claims(args) -> int:
     extra = tuple(f for f in [results / paths.MOTIVATION_TABLE] if f.is_file())
     # The looks of `slimio-repro decide`, where it added repetitions to this run.
     matrix = _config(args)["matrix"]
+    # The cells the run left out (config finished_cells_only), where it left any.
+    from .run import finished
+    missing = finished.read(results / paths.MISSING_CELLS)
     out = claims.judge_run(results / paths.CELLS_TABLE, Path(args.claims),
                            results / Path(paths.VERDICT_FILES["csv"]).parent, extra,
-                           looks=matrix["looks"], repetitions=matrix["repetitions"])
+                           looks=matrix["looks"], repetitions=matrix["repetitions"],
+                           missing=missing)
     print(out["summary"].read_text(), end="")
     return 0
 

@@ -70,6 +70,8 @@ CELL_RECORD_PATTERN = f"cells/{CELL_ID_PATTERN}.json"
 CELL_TIMESERIES_PATTERN = f"cells/{CELL_ID_PATTERN}.timeseries.csv"
 BOX_PATTERN = "box/slimio-guest.box"
 CELL_FIGURE_PATTERN = f"figures/runtime_rps/{CELL_ID_PATTERN}.{{ext}}"
+# Rule run_cell's log (workflows/rules/run.smk): what a cell that failed left to read.
+CELL_LOG_PATTERN = f"logs/run_cell/{CELL_ID_PATTERN}.log"
 # The FTL model's replay of a system's repetitions in order on one un-reformatted device.
 FTL_SEQUENCE_ID_PATTERN = "{testbed}-{system}-{workload}-{policy}"
 FTL_SEQUENCE_PATTERN = f"ftl/{FTL_SEQUENCE_ID_PATTERN}.json"
@@ -78,6 +80,7 @@ FTL_SEQUENCE_PATTERN = f"ftl/{FTL_SEQUENCE_ID_PATTERN}.json"
 MOTIVATION_ID_PATTERN = "{testbed}-{system}-motivation-r{rep}"
 MOTIVATION_RAW_PATTERN = f"raw/{MOTIVATION_ID_PATTERN}"
 MOTIVATION_RECORD_PATTERN = f"motivation/{MOTIVATION_ID_PATTERN}.json"
+MOTIVATION_LOG_PATTERN = f"logs/run_motivation_cell/{MOTIVATION_ID_PATTERN}.log"
 MOTIVATION_TABLE = "tables/motivation_cells.csv"
 MOTIVATION_TABLES = ("table1_snapshot_impact", "table2_fs_write_path_cpu")
 MOTIVATION_FIGURE = "figures/fig2_snapshot_analysis"
@@ -86,6 +89,12 @@ MOTIVATION_CLAIMS = "mot-"
 CLAIMS_FILE = REFERENCE_DIR / "claims.yaml"
 CLAIMS_SCHEMA = SCHEMA_DIR / "claims.schema.yaml"
 CELLS_TABLE = "tables/cells.csv"
+# The cells of the run that did not finish (config finished_cells_only: the tables, claims
+# and report made from the others), each with its log's last lines; [] in a complete run.
+# The motivation's own beside its records.
+MISSING_CELLS_PATTERN = "tables/{table}_missing.json"
+MISSING_CELLS = MISSING_CELLS_PATTERN.format(table="cells")
+MOTIVATION_MISSING_CELLS = MISSING_CELLS_PATTERN.format(table="motivation_cells")
 VERDICT_FILES = {"csv": "claims/verdicts.csv", "json": "claims/verdicts.json",
                  "md": "claims/verdicts.md", "summary": "claims/summary.txt"}
 MOTIVATION_VERDICT_FILES = {k: v.replace("claims/", "claims/motivation/")

@@ -39,7 +39,8 @@ rule aggregate_tables:
     """Tables 3, 4 and 5 (CSV + Markdown + LaTeX), ratios to the baseline, the snapshot roofline, the
     modelled device WAF, the per-cell CSV; n and spread."""
     input:
-        records=cell_files(pathsmod.CELL_RECORD_PATTERN),
+        # Every cell's, or under finished_cells_only the finished cells' (common.smk).
+        records=cell_records,
         ftl=FTL_OUTPUTS,
     output:
         TABLE_OUTPUTS,

@@ -10,7 +10,10 @@ rule judge_claims:
         records=results(pathsmod.CELLS_TABLE),
         claims=config["claims"]["file"],
         # The motivation's records, where the profile runs it with the rest.
-        motivation=[results(pathsmod.MOTIVATION_TABLE)] if PLAN.motivation_in_reproduce else [],
+        motivation=[results(pathsmod.MOTIVATION_TABLE)] if MOTIVATION_IN_REPRODUCE else [],
+        # The run's cells that did not finish (config finished_cells_only): the claims that
+        # needed one say so.
+        missing=results(pathsmod.MISSING_CELLS),
     output:
         csv=results(pathsmod.VERDICT_FILES["csv"]),
         json=results(pathsmod.VERDICT_FILES["json"]),

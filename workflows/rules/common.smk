@@ -1,4 +1,5 @@
 # Validation, wildcard constraints and input functions shared by every stage.
+import itertools
 import sys
 import time
 from pathlib import Path
@@ -13,7 +14,9 @@ from slimio_repro.build import fio as fiomod  # noqa: E402
 from slimio_repro.build import redis as build_redis  # noqa: E402
 from slimio_repro.build import ycsb_binding as ycsbmod  # noqa: E402
 from slimio_repro.claims import catalog as claimsmod  # noqa: E402
+from slimio_repro.claims import missing_text  # noqa: E402
 from slimio_repro.plan import jobs as jobsmod  # noqa: E402
+from slimio_repro.run import finished as finishedmod  # noqa: E402
 
 # Whether Snakemake submits this run's jobs to a cluster. It reads this file before it
 # attaches its executor, so it cannot be asked; but a local run (and a dry run) always has
@@ -56,7 +59,41 @@ REDIS_VERSION = PLAN.redis_version
 FIO_VERSION = fiomod.pinned_version()
 # The YCSB binding's build: named after the YCSB core it is built on (ycsb-bindings/pom.xml).
 YCSB_VERSION = PLAN.ycsb_version
-CELLS = PLAN.matrix
+
+# config finished_cells_only (the Makefile's second Snakemake after a failed cell): the stages
+# after the cells take the cells that have finished (complete raw directories) and no cell
+# runs; the others are missing, listed with their logs (rule list_missing_cells) for the
+# claims and the report. Otherwise every cell of the plan is the run's, and one that fails
+# fails the run (the Makefile's first Snakemake goes on past it: --keep-going).
+FINISHED_CELLS_ONLY = config["finished_cells_only"]
+FINISHED = finishedmod.finished_ids(
+    RESULTS, [c.id for c in (*PLAN.cells, *PLAN.extra_cells, *PLAN.motivation_cells)]
+) if FINISHED_CELLS_ONLY else set()
+
+
+def taken(plans):
+    """Of ``plans`` (CellPlans), those this run takes: all, or under finished_cells_only
+    the finished ones."""
+    return [p for p in plans if not FINISHED_CELLS_ONLY or p.id in FINISHED]
+
+
+def left_out(plans):
+    """Of ``plans``, those finished_cells_only leaves out (none without it)."""
+    return [p for p in plans if FINISHED_CELLS_ONLY and p.id not in FINISHED]
+
+
+# The matrix's cells this run takes.
+CELLS = tuple(p.cell for p in taken(PLAN.cells))
+# What is known of the cells left out (finishedmod.missing), per list rule
+# list_missing_cells writes: the run's (with the motivation's where the run includes it) and
+# the motivation's own (its cells and Table 1's).
+MISSING_CELLS = {
+    "cells": finishedmod.missing(
+        left_out(PLAN.cells) + (left_out((*PLAN.motivation_cells, *PLAN.extra_cells))
+                                if PLAN.motivation_in_reproduce else []), RESULTS),
+    "motivation_cells": finishedmod.missing(
+        left_out((*PLAN.motivation_cells, *PLAN.table1_cells)), RESULTS),
+}
 CELL_RETRIES = config["cell_retries"]
 
 # Cores of a job that takes its whole machine (a cell, a build, the box). Locally: --cores.
@@ -90,6 +127,7 @@ localrules:
     plot_fig4_runtime_rps,
     plot_fig5_runtime_rps,
     plot_waf_sensitivity,
+    list_missing_cells,
     judge_claims,
     render_report,
     motivation_outputs,
@@ -137,6 +175,17 @@ def cell_files(pattern, **extra):
     return [results(pattern).format(**c.wildcards(), **extra) for c in CELLS]
 
 
+def cell_records(wildcards=None):
+    """The records the tables are made from (rule aggregate_tables); under
+    finished_cells_only with no cell finished, a stop that says so."""
+    if not CELLS:
+        raise WorkflowError(
+            f"finished_cells_only: none of the {len(PLAN.cells)} cells of the matrix has "
+            f"finished (no complete {results('raw')}/<cell>/): there is nothing to make the "
+            "tables from; the errors of the run before this one say why the cells failed")
+    return cell_files(pathsmod.CELL_RECORD_PATTERN)
+
+
 # Both Redis builds are baked into the guest box whatever the matrix runs (slimio-nofdp runs
 # the slimio build): one box serves every matrix, and narrowing the matrix never rebuilds it.
 BOX_SYSTEMS = ["baseline", "slimio"]
@@ -180,14 +229,28 @@ def slimio_build_inputs(wildcards):
     return [str(p) for p in build_redis.slimio_build_inputs(wildcards.version)]
 
 
+def ftl_sequence_cells(testbed, system, workload, policy):
+    """The cells a sequence replays, in repetition order. Under finished_cells_only, those
+    before its first repetition that did not finish: the repetitions replay one after the
+    other on one device, so only these replay as they do in the whole sequence."""
+    cells = sorted((c for c in PLAN.matrix
+                    if (c.testbed, c.system, c.workload, c.policy)
+                    == (testbed, system, workload, policy)), key=lambda c: c.rep)
+    if FINISHED_CELLS_ONLY:
+        cells = list(itertools.takewhile(lambda c: c.id in FINISHED, cells))
+    return cells
+
+
 def ftl_sequences():
     """Every (testbed, system, workload, policy) of the matrix whose cells trace the device
-    and write to it (the no-persistence bound writes nothing a model could amplify)."""
+    and write to it (the no-persistence bound writes nothing a model could amplify), and
+    that has a repetition to replay (ftl_sequence_cells)."""
     seen = {}
-    for c in CELLS:
+    for c in PLAN.matrix:
         if c.testbed == "vm" and planmod.persists(c.system):
             key = dict(testbed=c.testbed, system=c.system, workload=c.workload, policy=c.policy)
-            seen[tuple(key.values())] = key
+            if ftl_sequence_cells(**key):
+                seen[tuple(key.values())] = key
     return list(seen.values())
 
 
@@ -197,19 +260,25 @@ FTL_OUTPUTS = [results(pathsmod.FTL_SEQUENCE_PATTERN).format(**k) for k in ftl_s
 
 def ftl_sequence_inputs(wildcards):
     """The raw directories of the sequence's repetitions, in repetition order."""
-    cells = sorted((c for c in CELLS if (c.testbed, c.system, c.workload, c.policy)
-                    == (wildcards.testbed, wildcards.system, wildcards.workload,
-                        wildcards.policy)), key=lambda c: c.rep)
+    cells = ftl_sequence_cells(wildcards.testbed, wildcards.system, wildcards.workload,
+                               wildcards.policy)
     return [results(pathsmod.CELL_RAW_PATTERN).format(**c.wildcards()) for c in cells]
 
 
 def print_claims_summary():
-    """At the end of a run that judged the claims: their one-screen summary (onsuccess)."""
+    """At the end of a run that judged the claims: their one-screen summary (onsuccess),
+    which names the cells finished_cells_only left out. Where the claims were not judged
+    again (nothing changed since), the cells left out are named all the same."""
+    if SUMMARY_PRINTED:
+        return                            # Snakemake may call onsuccess more than once
     summary = Path(results(pathsmod.VERDICT_FILES["summary"]))
-    if summary.exists() and summary.stat().st_mtime >= WORKFLOW_STARTED \
-            and not SUMMARY_PRINTED:
-        SUMMARY_PRINTED.append(summary)   # Snakemake may call onsuccess more than once
+    if summary.exists() and summary.stat().st_mtime >= WORKFLOW_STARTED:
+        SUMMARY_PRINTED.append(summary)
         print(summary.read_text(), end="")
+    elif MISSING_CELLS["cells"]:
+        SUMMARY_PRINTED.append(None)
+        print(missing_text([dict(m, log=results(m["log"])) for m in MISSING_CELLS["cells"]]),
+              end="")
 
 
 def motivation_available(wildcards=None):
@@ -217,4 +286,10 @@ def motivation_available(wildcards=None):
     (rule motivation.smk's targets)."""
     if PLAN.motivation_unavailable:
         raise WorkflowError(f"motivation: {PLAN.motivation_unavailable}")
+    if PLAN.motivation_cells and not taken(PLAN.motivation_cells):
+        raise WorkflowError(
+            f"motivation: finished_cells_only: none of its {len(PLAN.motivation_cells)} cells "
+            f"has finished (no complete {results('raw')}/<cell>/): there is nothing to make "
+            "Table 2 and Figure 2 from; the errors of the run before this one say why the "
+            "cells failed")
     return []

@@ -2,21 +2,28 @@
 # claims' verdicts. `snakemake motivation` (make motivation); part of `reproduce` where the
 # profile says motivation.in_reproduce (the paper profile).
 
-MOTIVATION_CELLS = PLAN.motivation_cells
+# Every cell's, or under finished_cells_only the finished cells' (common.smk).
+MOTIVATION_CELLS = taken(PLAN.motivation_cells)
 MOTIVATION_RECORDS = [
     results(pathsmod.MOTIVATION_RECORD_PATTERN).format(**c.cell.wildcards())
     for c in MOTIVATION_CELLS
 ]
 TABLE1_RECORDS = [
     results(pathsmod.CELL_RECORD_PATTERN).format(**c.cell.wildcards())
-    for c in PLAN.table1_cells
+    for c in taken(PLAN.table1_cells)
 ]
-MOTIVATION_OUTPUTS = (
+# Under finished_cells_only with no motivation cell finished, nothing makes Table 2 and
+# Figure 2: the motivation's outputs leave the run (its cells are listed as missing), and
+# `snakemake motivation` says so (motivation_available).
+MOTIVATION_NOTHING_FINISHED = bool(PLAN.motivation_cells) and not MOTIVATION_CELLS
+MOTIVATION_OUTPUTS = [] if MOTIVATION_NOTHING_FINISHED else (
     [results(f"tables/{name}.{ext}") for name in pathsmod.MOTIVATION_TABLES for ext in ("csv", "md")]
     + [results(pathsmod.MOTIVATION_TABLE)]
     + [results(f"{pathsmod.MOTIVATION_FIGURE}.{ext}") for ext in ("png", "pdf", "caption.txt")]
     + [results(v) for v in pathsmod.MOTIVATION_VERDICT_FILES.values()]
 )
+# Whether `reproduce` makes the motivation's outputs (and judges its records with the rest).
+MOTIVATION_IN_REPRODUCE = PLAN.motivation_in_reproduce and bool(MOTIVATION_OUTPUTS)
 
 
 rule run_motivation_cell:
@@ -28,7 +35,7 @@ rule run_motivation_cell:
     output:
         raw=directory(results(pathsmod.MOTIVATION_RAW_PATTERN)),
     log:
-        results(f"logs/run_motivation_cell/{pathsmod.MOTIVATION_ID_PATTERN}.log"),
+        results(pathsmod.MOTIVATION_LOG_PATTERN),
     params:
         plan=lambda wildcards: PLAN.cell(pathsmod.MOTIVATION_ID_PATTERN.format(**wildcards)),
         plan_sha256=lambda wildcards: PLAN.cell(
@@ -81,6 +88,8 @@ rule judge_motivation_claims:
     input:
         records=results(pathsmod.MOTIVATION_TABLE),
         claims=config["claims"]["file"],
+        # Its cells that did not finish (config finished_cells_only): its claims say so.
+        missing=results(pathsmod.MOTIVATION_MISSING_CELLS),
     output:
         **{k: results(v) for k, v in pathsmod.MOTIVATION_VERDICT_FILES.items()},
     log:

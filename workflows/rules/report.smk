@@ -11,13 +11,15 @@ rule render_report:
     written without every one of them."""
     input:
         verdicts=results(pathsmod.VERDICT_FILES["json"]),
+        # The cells that did not finish (config finished_cells_only), with their logs' ends.
+        missing=results(pathsmod.MISSING_CELLS),
         tables=TABLE_OUTPUTS,
         # The runtime-RPS figure of each cell, Figures 4 and 5 where the matrix has their
         # systems, the WAF sensitivity figure.
         figures=FIGURE_OUTPUTS,
         # Tables 1-2 and Figure 2 where the run includes the motivation (the page also shows
         # them, unasked, whenever they are in the results directory).
-        motivation=MOTIVATION_OUTPUTS if PLAN.motivation_in_reproduce else [],
+        motivation=MOTIVATION_OUTPUTS if MOTIVATION_IN_REPRODUCE else [],
     params:
         # Each input -> the rule that makes it, for the error that names a missing one.
         made_by=lambda wildcards, input: reportmod.made_by(input, workflow.rules),

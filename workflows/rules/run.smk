@@ -38,3 +38,21 @@ rule run_matrix:
     """Every cell of the matrix, without parsing."""
     input:
         cell_files(pathsmod.CELL_RAW_PATTERN),
+
+
+rule list_missing_cells:
+    """The cells of the run that did not finish, each with its log's last lines, for the
+    claims and the report: none, unless config finished_cells_only left them out
+    (workflows/rules/common.smk)."""
+    output:
+        missing=results(pathsmod.MISSING_CELLS_PATTERN),
+    wildcard_constraints:
+        table="cells|motivation_cells",
+    log:
+        results("logs/list_missing_cells/{table}.log"),
+    params:
+        # Compared by Snakemake: a cell left out, or its log, changing reruns the claims
+        # and the report.
+        missing=lambda wildcards: MISSING_CELLS[wildcards.table],
+    script:
+        "../scripts/list_missing_cells.py"

@@ -15,7 +15,14 @@ that agree with the paper, ``Claim.band``):
   always undecided (no spread measured);
 * not testable here: the claim needs what this run does not have (cells of the matrix, the
   paper profile, a native CPU, a device with garbage collection, or an output the pipeline
-  does not produce yet); the reason says which.
+  does not produce yet); the reason says which;
+* not judged: cells failed: cells of the plan that the claim needs did not finish (the run's
+  ``missing`` cells: config finished_cells_only made the verdicts from the cells that did),
+  and without them its value cannot be computed; the reason names them.
+
+A claim judged although some of its cells are missing (a repetition failed, the others
+finished) is judged on the cells there are, and its verdict lists the missing ones
+(``Verdict.missing_cells``, its label and reason say so).
 """
 
 from __future__ import annotations
@@ -37,7 +44,11 @@ DIRECTION_ONLY = "holds in direction only"
 FAILS = "does not hold"
 UNDECIDED = "undecided"
 UNTESTABLE = "not testable here"
-VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED, UNTESTABLE)
+NOT_JUDGED = "not judged: cells failed"
+VERDICTS = (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED, UNTESTABLE, NOT_JUDGED)
+# The columns of the run's missing cells (judge_all's ``missing``): what selects a claim's.
+MISSING_COLUMNS = ("cell_id", "testbed", "system", "workload", "policy", "rep", "motivation",
+                   "log")
 
 # An RPS claim of a system over the baseline has a ceiling: the bound's rate over the
 # baseline's (slimio_repro.bound).
@@ -85,11 +96,18 @@ class Verdict:
     # (n, verdict, ci_low, ci_high, confidence) at each look that judged it (matrix.looks)
     history: tuple = ()
     interval: stats.Interval | None = None   # what the verdict was decided from
+    # The ids of the cells the claim needs that did not finish in this run (missing cells).
+    missing_cells: tuple[str, ...] = ()
 
     @property
     def label(self) -> str:
-        """The verdict as shown: 'undecided at n=2' for an undecided one."""
-        return f"{UNDECIDED} at n={self.n}" if self.verdict == UNDECIDED else self.verdict
+        """The verdict as shown: 'undecided at n=2' for an undecided one; a verdict made
+        without some of the claim's cells says how many are missing."""
+        out = f"{UNDECIDED} at n={self.n}" if self.verdict == UNDECIDED else self.verdict
+        if self.missing_cells and self.verdict != NOT_JUDGED:
+            k = len(self.missing_cells)
+            out += f" ({k} cell{'s' if k != 1 else ''} missing)"
+        return out
 
     def row(self) -> dict:
         c = self.claim
@@ -108,6 +126,7 @@ class Verdict:
             "ceiling": self.ceiling, "verdict": self.verdict, "verdict_label": self.label,
             "needed_n": self.needed_n, "reason": self.reason, "doubt": c.doubt,
             "history": history_text(self.history),
+            "missing_cells": ", ".join(self.missing_cells),
         }
 
 
@@ -299,38 +318,116 @@ def _needs_motivation(c: Claim, records: pd.DataFrame) -> bool:
     return False
 
 
+def missing_frame(missing) -> pd.DataFrame:
+    """The run's missing cells (dicts or a frame with :data:`MISSING_COLUMNS`; None: none)
+    as a frame."""
+    if missing is None:
+        missing = []
+    frame = pd.DataFrame(missing) if not isinstance(missing, pd.DataFrame) else missing
+    for col in MISSING_COLUMNS:
+        if col not in frame:
+            frame = frame.assign(**{col: False if col == "motivation" else None})
+    return frame
+
+
+def missing_cells_of(c: Claim, missing: pd.DataFrame | None,
+                     terms: list[Term] | None = None) -> list[str]:
+    """The ids of the missing cells (:func:`missing_frame`) that claim ``c`` (or its
+    ``terms``) would be judged on: its testbed's cells of each term's system, workload and
+    policy; a motivation cell only for a motivation metric (mot_*), a matrix cell only for
+    the others."""
+    if missing is None or missing.empty:
+        return []
+    out = []
+    for t in terms if terms is not None else c.terms():
+        sel = cells_of(missing, c.cells_testbed, t.system, t.workload, t.policy)
+        mot = t.metric.startswith(MOTIVATION_METRIC_PREFIX)
+        sel = sel[sel["motivation"].fillna(False).astype(bool) == mot]
+        out += list(sel["cell_id"])
+    return list(dict.fromkeys(out))
+
+
+def _not_judged(c: Claim, gone: list[str], terms: list[Term]) -> Verdict:
+    """A claim whose value needs cells that did not finish (``gone``, those of ``terms``)."""
+    k = len(gone)
+    sets = ", ".join(dict.fromkeys(
+        f"{c.cells_testbed}-{t.system}-{t.workload}-{t.policy or '*'}" for t in terms))
+    return Verdict(c, NOT_JUDGED, (
+        f"the {sets} cells it needs did not finish in this run ({k} missing: "
+        f"{', '.join(gone)}), and the cells that did cannot give its value; the cells' logs "
+        "say why (the report lists them), and the next run runs them again"),
+        missing_cells=tuple(gone))
+
+
 def judge(c: Claim, records: pd.DataFrame, confidence: float = CONFIDENCE,
-          next_confidence: float | None = None) -> Verdict:
+          next_confidence: float | None = None,
+          missing: pd.DataFrame | None = None) -> Verdict:
     """The verdict of one claim on one run's records (one row per cell), its interval at
     ``confidence``; an undecided one names the repetitions that would decide it at
-    ``next_confidence`` (default: the next look's, stats.alpha_of_look(1))."""
+    ``next_confidence`` (default: the next look's, stats.alpha_of_look(1)). ``missing``: the
+    run's cells that did not finish (:func:`missing_frame`); a claim that needs one is not
+    judged without it where its value needs it, and otherwise says which are missing."""
     if next_confidence is None:
         next_confidence = 1 - stats.alpha_of_look(1)
     if c.not_testable:
         return Verdict(c, UNTESTABLE, c.not_testable)
+    v = _judge(c, records, confidence, next_confidence, missing)
+    gone = missing_cells_of(c, missing)
+    if not gone or v.verdict == NOT_JUDGED:
+        return v
+    k = len(gone)
+    return dataclasses.replace(v, missing_cells=tuple(gone), reason=(
+        f"{v.reason}; judged without {k} of its cells, which did not finish in this run "
+        f"({', '.join(gone)}): n counts the cells there are"))
+
+
+def _judge(c: Claim, records: pd.DataFrame, confidence: float, next_confidence: float,
+           missing: pd.DataFrame | None) -> Verdict:
+    """:func:`judge`, but for the note on the claim's missing cells."""
     if _needs_motivation(c, records):
+        mot_terms = [t for t in c.terms() if t.metric.startswith(MOTIVATION_METRIC_PREFIX)
+                     or t.system in MOTIVATION_SYSTEMS]
+        gone = missing_cells_of(c, missing, mot_terms)
+        if gone:
+            return _not_judged(c, gone, mot_terms)
         return Verdict(c, UNTESTABLE, MOTIVATION_HINT)
     testbed = c.cells_testbed
     terms = c.terms()
+    # What the run lacks decides before what failed in it: a claim the run could never
+    # judge is not testable here, whatever else is missing.
+    failed = []
     # Each distinct set of cells is one group; its terms are metrics of the same cells.
     groups = {}
     for t in terms:
         key = (t.system, t.workload, t.policy)
         cells = _cells(records, testbed, t)
         if cells.empty:
-            return Verdict(c, UNTESTABLE, _missing(records, testbed, t))
+            if not missing_cells_of(c, missing, [t]):
+                return Verdict(c, UNTESTABLE, _missing(records, testbed, t))
+            failed.append(t)
         groups.setdefault(key, cells)
+    if failed:
+        return _not_judged(c, missing_cells_of(c, missing, failed), failed)
     for t in terms:
         if t.metric not in records.columns:
-            return Verdict(c, UNTESTABLE, f"this run's records have no column {t.metric!r}")
+            if not missing_cells_of(c, missing, [t]):
+                return Verdict(c, UNTESTABLE, f"this run's records have no column {t.metric!r}")
+            failed.append(t)
+    if failed:
+        return _not_judged(c, missing_cells_of(c, missing, failed), failed)
     for key, cells in groups.items():
-        needed = sorted({t.metric for t in terms if (t.system, t.workload, t.policy) == key})
+        key_terms = [t for t in terms if (t.system, t.workload, t.policy) == key]
+        needed = sorted({t.metric for t in key_terms})
         complete = cells.dropna(subset=needed)
         if complete.empty:
-            return Verdict(c, UNTESTABLE, (
-                f"the {testbed}-{key[0]}-{key[1]}-{key[2] or '*'} cells have no value of "
-                f"{', '.join(needed)}"))
+            if not missing_cells_of(c, missing, key_terms):
+                return Verdict(c, UNTESTABLE, (
+                    f"the {testbed}-{key[0]}-{key[1]}-{key[2] or '*'} cells have no value of "
+                    f"{', '.join(needed)}"))
+            failed += key_terms
         groups[key] = complete
+    if failed:
+        return _not_judged(c, missing_cells_of(c, missing, failed), failed)
     everything = pd.concat(list(groups.values()))
     for col in ("profile", "accel", "device_model"):    # records parsed before these existed
         if col not in everything:
@@ -406,7 +503,7 @@ def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
     """``v`` with its ceiling (:func:`ceiling`) and, where the paper's value is above it, a
     reason saying that no system can reach that value on this testbed."""
     c = v.claim
-    if v.verdict == UNTESTABLE:
+    if v.verdict in (UNTESTABLE, NOT_JUDGED):
         return v
     got = ceiling(c, records, c.cells_testbed)
     if got is None:
@@ -421,15 +518,17 @@ def _with_ceiling(v: Verdict, records: pd.DataFrame) -> Verdict:
 
 
 def judge_all(claims: list[Claim], records: pd.DataFrame, looks: list[dict] | None = None,
-              repetitions: int | None = None) -> list[Verdict]:
+              repetitions: int | None = None, missing=None) -> list[Verdict]:
     """Every claim's verdict. With ``looks`` (matrix.looks: the repetitions each further
     look added, per cell set, over ``repetitions`` everywhere at look 0) the claims are
     judged look by look on the cells each look had, look j at the confidence
     1 - stats.alpha_of_look(j); a claim decided at a look keeps that verdict (the looks
     together err at most as often as one look at 95 %), and its history lists every look
-    that judged it."""
+    that judged it. ``missing``: the run's cells that did not finish (dicts with
+    :data:`MISSING_COLUMNS`, :func:`missing_frame`)."""
+    missing = missing_frame(missing)
     if not looks:
-        return [_with_ceiling(judge(c, records), records) for c in claims]
+        return [_with_ceiling(judge(c, records, missing=missing), records) for c in claims]
     if repetitions is None:
         raise ValueError("judging over looks needs matrix.repetitions (look 0's)")
     sets = set_ids(records)
@@ -441,14 +540,19 @@ def judge_all(claims: list[Claim], records: pd.DataFrame, looks: list[dict] | No
         if j:
             n_of.update(looks[j - 1])
         cut = records[reps <= sets.map(lambda s: n_of.get(s, repetitions))]
+        # A missing cell counts at the looks that had it.
+        gone = missing[pd.to_numeric(missing["rep"]) <= set_ids(missing).map(
+            lambda s: n_of.get(s, repetitions))] if len(missing) else missing
         last = j == len(looks)
         for c in claims:
             if c.id in final:
                 continue
-            v = judge(c, cut, 1 - stats.alpha_of_look(j), 1 - stats.alpha_of_look(j + 1))
+            v = judge(c, cut, 1 - stats.alpha_of_look(j), 1 - stats.alpha_of_look(j + 1),
+                      gone)
             if v.verdict != UNTESTABLE:
                 history[c.id] += v.history
-            if v.verdict != UNDECIDED or last:
+            # A claim whose cells are missing at this look may have them at the next.
+            if v.verdict not in (UNDECIDED, NOT_JUDGED) or last:
                 final[c.id] = v
     return [_with_ceiling(dataclasses.replace(final[c.id], history=history[c.id]), records)
             for c in claims]

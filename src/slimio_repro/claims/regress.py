@@ -33,7 +33,7 @@ from . import judge
 
 FORMAT = 1
 VERDICT_RANK = {judge.HOLDS: 0, judge.DIRECTION_ONLY: 1, judge.UNDECIDED: 2, judge.FAILS: 3,
-                judge.UNTESTABLE: 4}
+                judge.UNTESTABLE: 4, judge.NOT_JUDGED: 5}
 
 
 class RegressError(ValueError):
@@ -173,6 +173,13 @@ def compare(current: dict, reference: dict) -> dict:
                         f"run on {current['run'].get('hosts') or 'unrecorded hosts'}: its "
                         "tolerances were measured elsewhere; refresh the reference on this "
                         "machine (docs/how-to/nightly.md)")
+    gone = current["run"].get("missing_cells", [])
+    if gone:
+        k = len(gone)
+        warnings.append(f"{k} cell{'s' if k != 1 else ''} of this run did not finish and "
+                        f"{'are' if k != 1 else 'is'} left out of its quantities "
+                        f"({', '.join(m['cell_id'] for m in gone)}): a quantity made only "
+                        "of them is missing, and others rest on fewer repetitions")
     return {"format": FORMAT, "run": current["run"], "reference_runs": reference["runs"],
             "regression": bool(regressions), "counts": {
                 s: sum(r["status"] == s for r in rows)

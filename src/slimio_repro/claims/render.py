@@ -13,19 +13,23 @@ import pandas as pd
 
 from .. import paths as pathsmod
 from . import stats
-from .judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, UNDECIDED,
-                                       UNTESTABLE, VERDICTS, Verdict, bracket, node_classes,
-                                       number)
+from .judge import (CONFIDENCE, DIRECTION_ONLY, FAILS, HOLDS, NOT_JUDGED, UNDECIDED,
+                    UNTESTABLE, VERDICTS, Verdict, bracket, node_classes, number)
 
 SHORT = {HOLDS: "holds", DIRECTION_ONLY: "direction only", FAILS: "does not hold",
-         UNDECIDED: "undecided", UNTESTABLE: "not testable"}
+         UNDECIDED: "undecided", UNTESTABLE: "not testable", NOT_JUDGED: "not judged"}
+# The missing cells the one-screen summary names (the report lists every one).
+MISSING_SHOWN = 8
 
 
-def run_info(records: pd.DataFrame) -> dict:
-    """What the run was, in brief (from its tidy records)."""
+def run_info(records: pd.DataFrame, missing: list[dict] = ()) -> dict:
+    """What the run was, in brief (from its tidy records, and the cells of the run that did
+    not finish: ``missing``, dicts with cell_id and log)."""
     def values(col):
         return sorted({str(v) for v in records[col].dropna()}) if col in records else []
-    return {"cells": int(len(records)), "profiles": values("profile"),
+    return {"cells": int(len(records)), "missing_cells": [
+                {"cell_id": m["cell_id"], "log": m.get("log")} for m in missing],
+            "profiles": values("profile"),
             "testbeds": values("testbed"), "systems": values("system"),
             "workloads": values("workload"), "policies": values("policy"),
             "accels": values("accel"), "device_models": values("device_model"),
@@ -92,6 +96,20 @@ def nodes_lines(info: dict) -> list[str]:
     return out + [""] if out else []
 
 
+def missing_lines(info: dict) -> list[str]:
+    """The cells of the run that did not finish, for verdicts.md: each with its log."""
+    missing = info.get("missing_cells", [])
+    if not missing:
+        return []
+    k = len(missing)
+    return [f"**{k} cell{'s' if k != 1 else ''} of this run did not finish** and "
+            f"{'are' if k != 1 else 'is'} left out of these verdicts: a claim that needed "
+            f"one is *{NOT_JUDGED}*, or is judged on the cells there are and says how many "
+            "of its cells are missing. The next run runs them again. "
+            + ("Their logs" if k != 1 else "Its log") + ": "
+            + ", ".join(f"`{m['log'] or m['cell_id']}`" for m in missing) + ".", ""]
+
+
 def markdown(verdicts: list[Verdict], info: dict) -> str:
     df = frame(verdicts)
     n = counts(verdicts)
@@ -104,6 +122,7 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
         f"{', '.join(info['redis_versions'])}, up to {info['repetitions']} repetitions; "
         f"commit {', '.join(c[:12] for c in info['git_commits'])}.",
         "",
+        *missing_lines(info),
         *nodes_lines(info),
         " · ".join(f"**{k}**: {v}" for k, v in n.items()) + f" (of {len(verdicts)} claims)",
         "",
@@ -135,8 +154,10 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
         "an edge of the band, and the reason says how many repetitions per cell set the "
         "measured spread says would decide it (n=1 measures no spread and is always "
         "undecided); *not testable here* = the run lacks what the claim needs (the reason "
-        "names it). The interval is a t interval on the effect (the log of a ratio, a "
-        "difference itself), its standard error by the delta method with the spread pooled "
+        f"names it); *{NOT_JUDGED}* = cells the claim's value needs did not finish in this "
+        "run (the reason names them; a claim judged without some of its cells says how many "
+        "are missing beside its verdict). The interval is a t interval on the effect (the "
+        "log of a ratio, a difference itself), its standard error by the delta method with the spread pooled "
         "over the claim's cell sets (src/slimio_repro/claims/stats.py). Each claim's band, "
         "tolerance and the tolerance's reason are in verdicts.csv and "
         "results/reference/claims.yaml.",
@@ -145,6 +166,32 @@ def markdown(verdicts: list[Verdict], info: dict) -> str:
 
 
 SCREEN_LINES = 50
+
+
+def summary_missing_lines(missing: list[dict]) -> list[str]:
+    """The cells of the run that did not finish, for the one-screen summary: their logs
+    (whose names are the cells'), the first :data:`MISSING_SHOWN` of them."""
+    if not missing:
+        return []
+    k = len(missing)
+    lines = textwrap.wrap(
+        f"{k} cell{'s' if k != 1 else ''} of this run did not finish, left out of the tables, "
+        "figures and verdicts (the claims that needed one say so; the next run runs "
+        f"{'them' if k != 1 else 'it'} again). {'Their logs' if k != 1 else 'Its log'}:",
+        width=78, initial_indent="  ", subsequent_indent="  ")
+    lines += [f"    {m.get('log') or m['cell_id'] + ' (no log)'}"
+              for m in missing[:MISSING_SHOWN]]
+    if k > MISSING_SHOWN:
+        lines.append(f"    ... ({k} in all: the report lists them with their logs' ends)")
+    return lines
+
+
+def missing_text(missing: list[dict]) -> str:
+    """The cells of the run that did not finish (dicts with cell_id and log), as the end of
+    a run prints them where the claims were not judged again."""
+    if not missing:
+        return ""
+    return "\n".join(["=" * 78, *summary_missing_lines(missing), "=" * 78]) + "\n"
 
 
 def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
@@ -156,7 +203,8 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
         f"Does the paper hold? {len(verdicts)} claims, {info['cells']} cells "
         f"({', '.join(info['profiles'])} profile; {', '.join(info['testbeds'])}; "
         f"{', '.join(info['accels'])})",
-        " " + ", ".join(f"{SHORT[k]} {v}" for k, v in n.items()),
+        " " + ", ".join(f"{SHORT[k]} {v}" for k, v in n.items()
+                        if v or k != NOT_JUDGED),
         "-" * 78,
     ]
     if len(info.get("node_classes", [])) > 1:
@@ -164,11 +212,14 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
             f"WARNING: the cells ran on {len(info['node_classes'])} unlike kinds of node; "
             "ratios between their cells compare machines too (verdicts.md lists them)",
             width=78, initial_indent="  ", subsequent_indent="    ")
+    lines += summary_missing_lines(info.get("missing_cells", []))
     # The judged claims, grouped by verdict, wrapped: id ('*' = the artifact itself casts
     # doubt on the claim), and for an undecided one the repetitions that would decide it.
     # Where the screen runs out, the last group listed (the undecided claims) is cut short
     # and counted (verdicts.md lists them all).
     tail = ["  (undecided: n -> n that would decide it; * = the artifact doubts the claim)"]
+    if any(v.missing_cells and v.verdict != NOT_JUDGED for v in verdicts):
+        tail.append("  (! = judged without some of its cells, which did not finish)")
     reasons = Counter(_reason_group(v.reason) for v in verdicts if v.verdict == UNTESTABLE)
     if reasons:
         tail.append("  not testable here:")
@@ -176,8 +227,9 @@ def summary(verdicts: list[Verdict], info: dict, verdicts_md: str = "") -> str:
     if verdicts_md:
         tail.append(f"  details: {verdicts_md}")
     tail.append("=" * 78)
-    for verdict in (HOLDS, DIRECTION_ONLY, FAILS, UNDECIDED):
-        items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}" + (
+    for verdict in (HOLDS, DIRECTION_ONLY, FAILS, NOT_JUDGED, UNDECIDED):
+        items = [f"{v.claim.id}{'*' if v.claim.doubt else ''}"
+                 + ("!" if v.missing_cells and verdict != NOT_JUDGED else "") + (
                  f"\u00a0{v.n}->{v.needed_n or str(stats.MAX_REPETITIONS) + '+'}"
                  if verdict == UNDECIDED else "")
                  for v in verdicts if v.verdict == verdict]

@@ -1,8 +1,14 @@
 """results/report.html from a run's results directory.
 
 Everything the page shows is read from the results directory (verdicts, tables' Markdown,
-figures and their captions, per-cell records and provenance); images and links are relative
-to it, so the page works offline wherever the directory is copied, with no external asset.
+figures and their captions, per-cell records and provenance, the cells that did not finish
+with their logs' ends); images and links are relative to it, so the page works offline
+wherever the directory is copied, with no external asset.
+
+A run made with config finished_cells_only (the Makefile's second Snakemake after a cell
+failed) is made from the cells that finished: the page says so at its top and lists the
+others (pathsmod.MISSING_CELLS), each with its log, the log's last lines and what the cell
+left in its ``.partial`` directory.
 
 The page is complete or it is not written. What a run should have made is not listed here:
 rule render_report (workflows/rules/report.smk) passes its inputs, which are the outputs the
@@ -59,12 +65,14 @@ FIGURES = {
     "fig5_runtime_rps": "Figure 5: Baseline vs SlimIO, runtime RPS (Periodical-Log)",
 }
 WAF_FIGURES = {"waf_sensitivity": "Modelled WAF against device geometry"}
+# The paper's figures drawn from given cells of the matrix (each system's first repetition).
+CELL_DRAWN_FIGURES = ("fig4_runtime_rps", "fig5_runtime_rps")
 # Each cell's own runtime-RPS figure goes with the cells, not with the paper's figures.
 CELL_FIGURE_DIR = Path(pathsmod.CELL_FIGURE_PATTERN).parent.as_posix()
 
 VERDICT_CLASS = {"holds": "holds", "holds in direction only": "direction",
                  "does not hold": "fails", "undecided": "undecided",
-                 "not testable here": "untestable"}
+                 "not testable here": "untestable", "not judged: cells failed": "notjudged"}
 
 
 class MissingOutputs(FileNotFoundError):
@@ -182,6 +190,24 @@ def _provenance(results: Path, records: pd.DataFrame) -> list[tuple[str, str]]:
     return out
 
 
+def _missing_cells(results: Path) -> list[dict]:
+    """The cells of the run that did not finish (pathsmod.MISSING_CELLS, written by rule
+    list_missing_cells; [] without the file): each with its log and the log's last lines as
+    they were listed, and what it left in its ``.partial`` directory, linked where there."""
+    path = results / pathsmod.MISSING_CELLS
+    if not path.exists():
+        return []
+    out = []
+    for m in json.loads(path.read_text())["missing"]:
+        log, partial = m.get("log"), m.get("partial")
+        out.append({"id": m["cell_id"], "log": log,
+                    "log_href": log if log and (results / log).is_file() else None,
+                    "tail": m.get("log_tail"),
+                    "partial": f"{partial}/" if partial and (results / partial).is_dir()
+                    else None})
+    return out
+
+
 def _caveats(records: pd.DataFrame) -> list[str]:
     """What this environment cannot show, derived from the run where it can be."""
     out = []
@@ -227,8 +253,9 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
         # verdict_label and the band are newer than some verdict files: those still render.
         rows.append({**v, "paper": paper_text(v), "measured_text": number(v["measured"]),
                      "ci": ci_text(v), "label": v.get("verdict_label") or v["verdict"],
-                     "band": band_text(v),
+                     "band": band_text(v), "missing_cells": v.get("missing_cells") or "",
                      "needed_n": v.get("needed_n"), "css": VERDICT_CLASS.get(v["verdict"], "")})
+    missing = _missing_cells(results)
 
     def exists(rel: str) -> bool:
         return rel in wanted or (results / rel).exists()
@@ -253,6 +280,12 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
     waf_table_stems = _ordered([s for s in table_stems if s in WAF_TABLES], WAF_TABLES)
     main_table_stems = _ordered([s for s in table_stems if s not in WAF_TABLES], TABLES)
     pngs = _shown(results, wanted, "figures", ".png", recursive=True)
+    # A partial run shows no figure of a cell that did not finish: one there is from an
+    # earlier run of that cell (so is a Figure 4 or 5 its rules did not ask for).
+    gone = {m["id"] for m in missing}
+    pngs = [f for f in pngs if not gone or (
+        Path(f).stem not in gone and (Path(f).stem not in CELL_DRAWN_FIGURES
+                                      or expected is None or f in wanted))]
     cell_pngs = [f for f in pngs if Path(f).parent.as_posix() == CELL_FIGURE_DIR]
     paper_pngs = {Path(f).stem: f for f in pngs if f not in cell_pngs}
     waf_pngs = [paper_pngs[s] for s in _ordered([s for s in paper_pngs if s in WAF_FIGURES],
@@ -270,6 +303,10 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
         completeness = (f"Complete: every one of the {len(wanted)} files this run's rules "
                         f"declare is here ({n_tables} tables and {n_figures} figures among "
                         "them); the page is not written without them.")
+        if missing:
+            completeness += (f" The rules declared them for the cells that finished: "
+                             f"{len(missing)} did not (below), and nothing here is made from "
+                             "them.")
     else:
         completeness = ("Not checked for completeness: this page was rendered without the "
                         "run's list of outputs (slimio-repro report) and shows the tables "
@@ -291,6 +328,11 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
               f"{', '.join(info['device_models'])}), Redis {', '.join(info['redis_versions'])}, "
               f"up to {info['repetitions']} repetitions, commit "
               f"{', '.join(c[:12] for c in info['git_commits'])}.")
+    if missing:
+        k = len(missing)
+        glance += (f" {k} more cell{'s' if k != 1 else ''} of the run did not finish and "
+                   f"{'are' if k != 1 else 'is'} left out of every table, figure and verdict "
+                   "below.")
     env = jinja2.Environment(autoescape=True, undefined=jinja2.StrictUndefined,
                              loader=jinja2.FileSystemLoader(TEMPLATE.parent))
     return env.get_template(TEMPLATE.name).render(
@@ -301,6 +343,7 @@ def build(results: Path, expected: Mapping[str | Path, str] | Iterable[str | Pat
         waf_tables=tables(waf_table_stems, WAF_TABLES),
         figures=figures(main_pngs, FIGURES), waf_figures=figures(waf_pngs, WAF_FIGURES),
         cell_figures=[{"id": Path(f).stem, "src": f} for f in cell_pngs], cells=cells,
+        missing=missing,
         crash=_md(results / pathsmod.CRASH_DIR / "summary.md"),
         crash_log=f"{pathsmod.CRASH_DIR}/campaign.jsonl",
         summary=(results / pathsmod.VERDICT_FILES["summary"]).read_text()
