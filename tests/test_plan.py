@@ -68,7 +68,9 @@ def test_only_what_changes_a_result_makes_a_cell_stale():
     changed = {k for k in before if before[k] != more[k]}
     assert changed == {c.id for c in plan.cells if c.cell.workload == "redis-benchmark"}
     assert hashes({"server": {"start_timeout_s": 7}}) == before
-    assert hashes({"testbeds": {"vm": {"boot_timeout_s": 60}}}) == before
+    assert hashes({"testbeds": {"vm": {"boot_timeout_s": 600, "boot_stall_s": 60,
+                                       "boot_attempts": 1}}}) == before
+    assert hashes({"cell_retries": 0}) == before
     pids = hashes({"slimio": {"placement_ids": {"wal": 4}}})
     assert {k for k in before if before[k] != pids[k]} == {
         c.id for c in plan.cells if c.cell.system == "slimio"}
