@@ -70,14 +70,18 @@ def unmount(mountpoint: Path, timeout_s: float = 30) -> None:
     """Unmount the cell's own file system. Where a process still holds it (a server's fork
     child outlives a server that a SIGTERM or a kill stopped: scancel sends SIGTERM to every
     process of the job at once), that process is the cell's: it is killed, then umount is
-    tried again, for up to ``timeout_s``."""
+    tried again, for up to ``timeout_s``. A busy file system that no process shows is tried
+    again too: a process that is exiting has no open files left in /proc, but the kernel
+    releases them a moment later (seen: a scancel'd cell's umount failed while its Redis was
+    shutting down, and no holder was found)."""
     deadline = time.monotonic() + timeout_s
     while True:
         proc = subprocess.run(["umount", str(mountpoint)], capture_output=True, text=True)
         if proc.returncode == 0:
             return
-        pids = holders(mountpoint) if os.path.ismount(mountpoint) else []
-        if not pids or time.monotonic() > deadline:
+        mounted = os.path.ismount(mountpoint)
+        pids = holders(mountpoint) if mounted else []
+        if not mounted or time.monotonic() > deadline:
             raise FsImageError(f"`umount {mountpoint}` failed ({proc.returncode}): "
                                f"{proc.stderr.strip()}" + (f"; held by pids {pids}" if pids
                                                            else ""))
