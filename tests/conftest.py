@@ -25,7 +25,8 @@ VENV_BIN = Path(sys.executable).parent
 
 # The slow tier: modules that run VMs, Maven, Redis's own Tcl suites or the pipeline end to
 # end, and every test that needs a Redis build. `make test-fast` runs the rest (-m "not slow").
-SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2e", "test_slurm", "test_slimio_server",
+SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2e", "test_slurm",
+                "test_pipeline_faults", "test_slimio_server",
                 "test_ycsb_binding", "test_slimio_fuzz", "test_redis_upstream"}
 SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 

@@ -10,11 +10,13 @@ from pathlib import Path
 
 
 @contextlib.contextmanager
-def logged(log_path: str):
-    """Send the script's stdout and stderr to the rule's log, and the error to both."""
+def logged(log_path: str, attempt: int = 1):
+    """Send the script's stdout and stderr to the rule's log, and the error to both. A
+    retried job's attempts after the first add to the log: the failed ones stay readable."""
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     real_stderr = sys.stderr
-    with open(log_path, "w") as log, contextlib.redirect_stdout(log), \
+    with open(log_path, "w" if attempt == 1 else "a") as log, \
+            contextlib.redirect_stdout(log), \
             contextlib.redirect_stderr(log):
         try:
             yield

@@ -14,12 +14,12 @@ raw = Path(snakemake.output.raw)
 matrix = planmod.make(snakemake.config, check_sources=False).matrix
 with progress.Reporter(matrix, raw.parent, plan.id, raw.parent.parent / "logs" / "progress.log"):
     # scancel or a time limit (SIGTERM) still tears the cell down: no half-written cell.
-    with logged(snakemake.log[0]), exit_on_sigterm():
+    with logged(snakemake.log[0], snakemake.resources.attempt), exit_on_sigterm():
         if plan.sha256() != snakemake.params.plan_sha256:
             raise RuntimeError(f"cell {plan.id}: its plan changed between planning and running")
         box = Path(snakemake.input.box) if plan.cell.testbed == "vm" else None
         attempt = snakemake.resources.attempt
-        print(f"attempt {attempt} of cell {plan.id}")
+        print(f"=== attempt {attempt} of cell {plan.id}")
         # What an earlier attempt left is removed first; what this one holds is named in
         # its lease until it has removed it (run/leases.py).
         with leases.held(plan, raw):
