@@ -775,6 +775,12 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
         if watch.why:
             raise VmError(f"the cell stopped: {watch.why}")
         if proc.returncode != 0:
+            state = _virsh("domstate", vm.domain, "--reason").stdout.strip()
+            if not state.startswith("running"):
+                raise VmError(f"the VM stopped while its guest ran the cell (libvirt: "
+                              f"{state or 'no such domain'}): its QEMU exited or was killed "
+                              "(its output is in the cell's vm/emulator.log). Snakemake runs "
+                              "the cell again (cell_retries)" + full_disk_note(vm_dir))
             tail = "\n".join(proc.stdout.decode(errors="replace").splitlines()[-25:])
             raise VmError(f"the cell failed inside the guest ({proc.returncode}):\n{tail}"
                           + full_disk_note(vm_dir))
