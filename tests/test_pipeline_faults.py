@@ -61,7 +61,8 @@ def test_boot_stall_must_be_below_the_boot_timeout(tmp_path):
     proc = snakemake("-n", "--cores", "1", "--config", f"results_dir={tmp_path}",
                      "testbeds={vm: {boot_stall_s: 900, boot_timeout_s: 900}}")
     assert proc.returncode != 0
-    assert "testbeds.vm.boot_stall_s: 900 s is not below boot_timeout_s" in proc.stderr
+    assert "testbeds.vm.boot_stall_s: 900 s is not below boot_timeout_s" in \
+        proc.stdout + proc.stderr
 
 
 def test_bare_faults_rerun_only_the_interrupted_cell_and_leave_nothing(tmp_path):
