@@ -49,14 +49,26 @@ CELL_ENV = "SLIMIO_REPRO_CELL"
 ORPHAN_GRACE_S = 60
 
 
-def _start_time(pid: int) -> int | None:
-    """The process's start time (clock ticks since boot), which tells a process from a
-    later one that reuses its id; None when no such process exists."""
+def _stat(pid: int) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (field 3 on), or None when no
+    such process exists."""
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return None
-    return int(stat.rsplit(")", 1)[1].split()[19])
+    return stat.rsplit(")", 1)[1].split()
+
+
+def _start_time(pid: int) -> int | None:
+    """The process's start time (clock ticks since boot), which tells a process from a
+    later one that reuses its id; None when no such process exists."""
+    fields = _stat(pid)
+    return int(fields[19]) if fields else None
+
+
+def _parent(pid: int) -> int | None:
+    fields = _stat(pid)
+    return int(fields[1]) if fields else None
 
 
 def _cmdline(pid: int) -> str:
@@ -65,14 +77,6 @@ def _cmdline(pid: int) -> str:
             errors="replace").strip()
     except (FileNotFoundError, ProcessLookupError, PermissionError):
         return ""
-
-
-def _parent(pid: int) -> int | None:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return int(stat.rsplit(")", 1)[1].split()[1])
 
 
 def _is_snakemake(pid: int) -> bool:
