@@ -3,6 +3,7 @@
 directory, naming it, its file system, the bytes needed and free), and each cell's own check
 before it writes anything (agent/diskspace.py)."""
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import FIXTURES, plan_of, snakemake
+from conftest import FIXTURES, plan_of, require_root, snakemake
 from slimio_repro import paths
 from slimio_repro import plan as planmod
 from slimio_repro.agent import cell_runner, diskspace
@@ -28,35 +29,34 @@ RAW_FACTOR = 3
 STORAGE_FACTOR = 3
 
 
-@pytest.fixture
-def small_fs():
-    """A real 64 MiB file system (tmpfs) that libvirt's QEMU could reach, unmounted after."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
+@contextlib.contextmanager
+def _tmpfs(size: str):
+    """A real file system (tmpfs) of ``size`` that libvirt's QEMU could reach, unmounted
+    after (a tmpfs takes memory only for what it holds)."""
+    require_root()
     mount = Path(tempfile.mkdtemp(prefix="slimio-space-", dir="/var/tmp"))
-    mount.chmod(0o755)
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64m", "tmpfs", str(mount)], check=True)
+    subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount)],
+                   check=True)
     mount.chmod(0o755)
     try:
         yield mount
     finally:
         subprocess.run(["umount", str(mount)], check=True)
         mount.rmdir()
+
+
+@pytest.fixture
+def small_fs():
+    """64 MiB: too small for a smoke run."""
+    with _tmpfs("64m") as mount:
+        yield mount
 
 
 @pytest.fixture
 def large_fs():
-    """A tmpfs with room for any smoke run (a tmpfs takes memory only for what it holds)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a tmpfs needs root")
-    mount = Path(tempfile.mkdtemp(prefix="slimio-space-", dir="/var/tmp"))
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64g", "tmpfs", str(mount)], check=True)
-    mount.chmod(0o755)
-    try:
+    """Room for any smoke run."""
+    with _tmpfs("64g") as mount:
         yield mount
-    finally:
-        subprocess.run(["umount", str(mount)], check=True)
-        mount.rmdir()
 
 
 def overrides(fs: Path, build: Path) -> dict:
