@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from dataclasses import dataclass, replace
@@ -339,8 +340,16 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
             proc.wait()
             # A killed Snakemake leaves its lock: the suite's later runs must not find it.
             snakemake("--unlock", "--cores", "1")
+    # Taking the node down with scontrol while its slurmd lives leaves the killed attempt's
+    # batch-level Snakemake behind, asleep for good (proctrack/linuxproc loses it once its
+    # slurmstepd is gone; a node that really fails takes it down with it). Stop it.
+    stray = [int(pid) for pid in subprocess.run(
+        ["pgrep", "-f", f"results_dir={slurm} "], capture_output=True, text=True).stdout.split()]
+    for pid in stray:
+        os.kill(pid, signal.SIGKILL)
     assert set(struck) == set(FAULTS), (struck, output[-3000:])
     assert proc.returncode == 0, output[-5000:]
+    assert len(stray) <= 1, stray
     for cell, fault in FAULTS.items():
         raw = slurm / "raw" / cell
         partial = raw.with_name(raw.name + ".partial")
