@@ -229,6 +229,31 @@ def cmd_bench(args) -> int:
     return 0
 
 
+def _seconds(text: str) -> float:
+    """A duration: 90, 90s, 30m, 4h."""
+    t = text.strip().lower()
+    factor = {"s": 1, "m": 60, "h": 3600}.get(t[-1:], None)
+    try:
+        return float(t[:-1]) * factor if factor else float(t)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a duration (e.g. 90s, 30m, 4h)") \
+            from None
+
+
+def cmd_estimate(args) -> int:
+    """The run's schedule on a cluster and its expected wall time, from measured cells."""
+    from dataclasses import replace
+    cluster = planmod.Cluster.load(args.cluster)
+    if args.speed is not None:
+        cluster = replace(cluster, speed=args.speed)
+    logs = [Path(f) for f in args.snakemake_log] if args.snakemake_log else None
+    calibration = Path(args.calibrate) if args.calibrate else paths.ESTIMATE_CALIBRATION
+    e = planmod.estimate_run(_config(args), cluster, calibration, logs,
+                             builds=not args.builds_cached, draws=args.draws, seed=args.seed)
+    print(planmod.render_estimate(e, args.goal), end="")
+    return 0
+
+
 def cmd_report(args) -> int:
     """Render results/report.html from a run's verdicts, tables and figures."""
     from . import report
@@ -437,6 +462,29 @@ def main(argv: list[str] | None = None) -> int:
                    "OUT/profiles/ (a profiled run's rates carry perf's cost)")
     p.add_argument("--out", help="default: RESULTS_DIR/bench/TESTBED-UTC")
     p.set_defaults(func=cmd_bench)
+    p = with_config(sub.add_parser(
+        "estimate", help="the wall time of the configured run on a cluster: each cell's time "
+        "from measured cells (phases scaled to the profile's work), the jobs list-scheduled "
+        "on the cluster's nodes, an interval from seeded draws of the measured cells"))
+    p.add_argument("--cluster", required=True, help="a cluster file, e.g. "
+                   "config/clusters/paper-8-kvm.yaml")
+    p.add_argument("--calibrate", metavar="RESULTS_DIR", help="measured cells "
+                   "(RESULTS_DIR/raw/*) and Snakemake logs (RESULTS_DIR/logs/snakemake/*.log) "
+                   "to calibrate on (default: "
+                   f"{paths.ESTIMATE_CALIBRATION.relative_to(paths.REPO_ROOT)}, smoke vm "
+                   "cells measured under TCG on 2 cores)")
+    p.add_argument("--snakemake-log", action="append", help="the Snakemake log(s) that "
+                   "measured the builds and the post-processing (default: RESULTS_DIR/logs/"
+                   "snakemake/*.log)")
+    p.add_argument("--speed", type=float, help="overrides the cluster file's speed: how many "
+                   "times faster a cell runs on its nodes than on the calibration host")
+    p.add_argument("--builds-cached", action="store_true", help="the builds exist: leave "
+                   "them out")
+    p.add_argument("--goal", type=_seconds, default=4 * 3600.0,
+                   help="a wall time to compare with, and what it would take (default 4h)")
+    p.add_argument("--draws", type=int, default=1000, help="Monte Carlo draws (1000)")
+    p.add_argument("--seed", type=int, default=1)
+    p.set_defaults(func=cmd_estimate)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)

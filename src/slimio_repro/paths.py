@@ -31,6 +31,9 @@ SLIMIO_SRC_DIR = REDIS_SLIMIO_DIR / "src"
 # Built by `make -C redis-slimio admin`, never copied into the Redis tree.
 SLIMIO_ADMIN_SOURCE = "slimio_admin.c"
 REFERENCE_DIR = REPO_ROOT / "results" / "reference"
+# `slimio-repro estimate`'s default calibration: measured smoke vm cells (their provenance and
+# plans) and the Snakemake logs of their runs, captured by tests/fixtures/estimate/capture.py.
+ESTIMATE_CALIBRATION = REFERENCE_DIR / "estimate-calibration"
 # The vm testbed: device profiles, the Vagrantfile, the guest box recipe, the playbooks.
 FEMU_DIR = REPO_ROOT / "femu"
 TESTBED_DIR = REPO_ROOT / "testbed"

@@ -20,6 +20,8 @@ _EXPORTS = {
          "Server", "Sizing", "Slimio", "Vm", "YcsbA", "build_system", "is_slimio",
          "on_file_system", "persists", "policies_of"], "cellplan"),
     "bench_plans": "benchplan",
+    **dict.fromkeys(["Cluster", "EstimateError", "estimate_run", "render_estimate"],
+                    "estimate"),
     "Host": "checks",
     **dict.fromkeys(["ConfigError", "default_drift", "load", "load_schema", "load_yaml",
                      "merge", "validate"], "config"),
