@@ -305,8 +305,10 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
     """A cell's job that SLURM requeues (preemption, node failure), whose node fails, whose
     step is killed, or that a user cancels, mid-cell: the run still completes with exit 0.
     A requeued job runs again under its own id (SLURM holds it for about two minutes first);
-    the others are submitted again by Snakemake as new jobs (the profile's retries). Nothing
-    of an interrupted attempt is left: no half-written cell, mount or server."""
+    a killed step's cell runs again in a new step of the same job (the job's own Snakemake
+    honours rule run_cell's retries); a cancelled job is submitted again by Snakemake as a
+    new job (the retries). Nothing of an interrupted attempt is left: no half-written cell,
+    mount or server."""
     slurm = slurm_run.slurm
     before = {}
     for cell in FAULTS:
@@ -363,7 +365,8 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
         servers = subprocess.run(["pgrep", "-af", str(partial)], capture_output=True,
                                  text=True).stdout
         assert not servers.strip(), servers
-        after = json.loads((raw / layout.RAW_PROVENANCE).read_text())["node"]["slurm"]["job_id"]
+        prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
+        after = prov["node"]["slurm"]["job_id"]
         assert after != before[cell]
         # sacct's every record of the struck job (-D: a requeued job has one per start).
         states = [j["State"] for j in sacct("-D", "-j", struck[cell])]
@@ -371,10 +374,13 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
             assert after == struck[cell], (cell, fault, after, struck[cell])
             assert states[-1] == "COMPLETED" and len(states) >= 2, (cell, states)
             assert states[0] in ("REQUEUED", "NODE_FAIL", "PREEMPTED"), (cell, states)
+        elif fault == "step-killed":
+            assert after == struck[cell], (cell, fault, after, struck[cell])
+            assert prov["node"]["slurm"]["step_id"] != "0" and prov["attempt"] == 2, prov
+            assert states == ["COMPLETED"], (cell, states)
         else:
-            assert after != struck[cell], (cell, fault)
-            assert states[0].startswith({"step-killed": "FAILED",
-                                         "cancelled": "CANCELLED"}[fault]), (cell, states)
+            assert after != struck[cell] and prov["attempt"] == 2, (cell, fault, prov)
+            assert states[0].startswith("CANCELLED"), (cell, states)
     # The tables are made again from every cell.
     assert len(records(slurm)) == 8
 

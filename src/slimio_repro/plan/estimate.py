@@ -977,6 +977,7 @@ def _goal(e: Estimate, goal_s: float) -> str:
         parts.append(f"No number of nodes meets it at this speed: the longest cell alone "
                      f"takes {_dur(longest)}.")
     if math.isfinite(speed):
-        parts.append(f"On {e.cluster.nodes} nodes it takes cells {speed:.3g} times faster "
+        nodes = f"{e.cluster.nodes} node{'s' if e.cluster.nodes > 1 else ''}"
+        parts.append(f"On {nodes} it takes cells {speed:.3g} times faster "
                      f"than the calibration host (speed {speed:.3g}).")
     return " ".join(parts)
