@@ -144,12 +144,12 @@ nightly: setup-host
 # FEMU (tests/test_femu_e2e.py) too.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra tests
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30 tests
 
 # The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build
 # (tests marked slow in tests/conftest.py are left out). Run `make setup-host` once first.
 test-fast: bootstrap
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra -m "not slow" tests
+	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30 -m "not slow" tests
 
 lint: bootstrap
 	$(BIN)/snakemake --lint

@@ -205,8 +205,8 @@ def test_readme_commands_plan(args, tmp_path):
 # What each make target the README shows must run (its recipe under `make -n`).
 MAKE_RUNS = {
     "reproduce": r"/snakemake --cores all reproduce ",
-    "test": r"/pytest -ra tests$",
-    "test-fast": r"/pytest -ra -m \"not slow\" tests$",
+    "test": r"/pytest -ra --durations=30 tests$",
+    "test-fast": r"/pytest -ra --durations=30 -m \"not slow\" tests$",
     "setup-host": r"/ansible-playbook playbooks/setup-host\.yml",
     "decide": r"/slimio-repro decide results --budget ",
     "motivation": r"/snakemake --cores all motivation ",
