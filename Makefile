@@ -1,7 +1,8 @@
 # The two commands of the README, and what they are made of.
 #
 #   make reproduce   set up this host and run the main job (smoke profile by default)
-#   make test        set up this host and run the whole test suite (what .ci/run runs)
+#   make test        set up this host and run the test suite but the tests marked nightly
+#                    (what .ci/run runs)
 #   make test-fast   the fast tier (no VM, no Redis build), for the inner loop
 #   make motivation  the paper's motivation (Tables 1-2, Figure 2) and its claims' verdicts
 #                    (results/claims/motivation/), about 10 minutes on smoke; part of
@@ -16,8 +17,9 @@
 #                    claims judged again look by look (results/claims/decide.yaml)
 #   make nightly     the nightly regression over both paths: the bare ci profile and the VM
 #                    smoke profile, fresh, each compared with its committed reference
-#                    (results/reference/nightly.json, nightly-vm.json); exit 1 on a
-#                    regression
+#                    (results/reference/nightly.json, nightly-vm.json), then the tests
+#                    marked nightly (tests/conftest.py); exit 1 on a regression or a
+#                    failed test
 #
 # Needs Debian 12, root (loop devices, apt), make and python3. Everything else is installed
 # by `bootstrap` (a pinned virtualenv from PyPI) and `setup-host` (the Ansible playbook).
@@ -41,6 +43,8 @@ BIN := $(VENV)/bin
 # a one-node cluster that is installed but stopped (as `make test` leaves it).
 LOCAL := PATH="$(abspath $(BIN)):$$PATH" SLURM_CONF=/dev/null
 STAMP := $(VENV)/.installed
+# The test runs print their 30 slowest tests: where the suite's time goes, from every run.
+PYTEST := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30
 
 .PHONY: bootstrap setup-host host-ready reproduce motivation decide crash-campaign bench nightly test test-fast lint
 
@@ -138,18 +142,24 @@ nightly: setup-host
 	  --out results/regression || status=1; \
 	$(BIN)/slimio-repro regress $(NIGHTLY_VM_RESULTS) $(NIGHTLY_VM_REFERENCE) \
 	  --out results/regression-vm || status=1; \
+	$(PYTEST) -m nightly tests || status=1; \
 	exit $$status
 
 # The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
 # FEMU (tests/test_femu_e2e.py) too.
+# The fast tier runs on every CPU (pytest-xdist); the slow tier runs one test at a time, as
+# its VMs, builds and timed runs need the machine to themselves. Both run, whichever fails.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30 tests
+	status=0; \
+	$(PYTEST) -n auto -m "not slow" tests || status=1; \
+	$(PYTEST) -m "slow and not nightly" tests || status=1; \
+	exit $$status
 
 # The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build
 # (tests marked slow in tests/conftest.py are left out). Run `make setup-host` once first.
 test-fast: bootstrap
-	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30 -m "not slow" tests
+	$(PYTEST) -n auto -m "not slow" tests
 
 lint: bootstrap
 	$(BIN)/snakemake --lint

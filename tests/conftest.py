@@ -25,6 +25,8 @@ VENV_BIN = Path(sys.executable).parent
 
 # The slow tier: modules that run VMs, Maven, Redis's own Tcl suites or the pipeline end to
 # end, and every test that needs a Redis build. `make test-fast` runs the rest (-m "not slow").
+# A test marked nightly (end-to-end coverage that other tests of `make test` also give, at a
+# cost the suite's time limit cannot carry) is slow too, and runs in `make nightly` only.
 SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2e", "test_slurm",
                 "test_pipeline_faults", "test_slimio_server",
                 "test_ycsb_binding", "test_slimio_fuzz", "test_redis_upstream"}
@@ -33,7 +35,8 @@ SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames):
+        if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames) \
+                or item.get_closest_marker("nightly"):
             item.add_marker(pytest.mark.slow)
 
 

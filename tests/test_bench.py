@@ -298,3 +298,46 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["git"]["commit"] and len(prov["plans"]) == 5 and prov["profile"] is True
     assert prov["where"]["tools"]["redis-server"] and prov["where"]["host"]["cpu_model"]
+
+
+def test_cpu_per_set_sees_through_the_hosts_noise_that_moves_the_rates():
+    """A known truth: slimio costs 100 us of vCPU per SET and the baseline 125 us, each
+    with 10 us of device emulation; in each round the host lends each run a different share
+    of its cores, so the rates' ratio wanders while the CPU per SET, taken from the host's
+    samples of the same runs, gives 1.25 in every round."""
+    cost = {"baseline": (125e-6, 10e-6), "slimio": (100e-6, 10e-6)}
+    lent = [(1.9, 1.2), (1.0, 1.8), (1.5, 1.5)]   # per round: the baseline's, slimio's cores
+    runs, samples, t, cpu, host = [], {}, 1000.0, {1: 0.0, 2: 0.0, 0: 0.0}, 0.0
+    for k, shares in enumerate(lent):
+        for system, cores in zip(("baseline", "slimio"), shares):
+            vcpu, emul = cost[system]
+            rps = cores / (vcpu + emul)          # CPU-bound: the cores over the CPU per SET
+            seconds = 10.0
+            sets = rps * seconds
+            samples[t] = {-1: ("host", host), 0: ("q", cpu[0]),
+                          1: ("CPU 0/TCG", cpu[1]), 2: ("CPU 1/TCG", cpu[2])}
+            cpu[1] += sets * vcpu / 2
+            cpu[2] += sets * vcpu / 2
+            cpu[0] += sets * (vcpu + emul)
+            host += sets * (vcpu + emul) + 0.3 * seconds
+            runs.append({"round": k, "policy_block": "periodical", "system": system,
+                         "rps": rps, "requests_completed": sets,
+                         "start_unix_s": t + 5.0, "end_unix_s": t + 5.0 + seconds})
+            t += seconds
+            samples[t] = {-1: ("host", host), 0: ("q", cpu[0]),
+                          1: ("CPU 0/TCG", cpu[1]), 2: ("CPU 1/TCG", cpu[2])}
+    bench.with_host_cpu(runs, samples, guest_offset_s=5.0)
+    assert [r["host_vcpu_us_per_set"] for r in runs] == pytest.approx([125, 100] * 3)
+    assert [r["host_qemu_us_per_set"] for r in runs] == pytest.approx([135, 110] * 3)
+    rows = {(r["metric"], r["ratio"]): r for r in bench._ratio_rows(runs)}
+    rate = rows[("SET/s", "slimio / baseline")]
+    vcpu = rows[("SETs per vCPU second", "slimio / baseline")]
+    qemu = rows[("SETs per QEMU CPU second", "slimio / baseline")]
+    assert vcpu["values"] == pytest.approx([1.25] * 3)
+    assert qemu["values"] == pytest.approx([135 / 110] * 3)
+    assert bench.spread(rate) > 1.0 and bench.spread(vcpu) == pytest.approx(0)
+    md = "\n".join(bench.spread_lines(list(rows.values())))
+    # Each round's rate ratio is slimio's cores over the baseline's times 135 / 110.
+    assert rate["values"] == pytest.approx([1.2 / 1.9 * 135 / 110, 1.8 * 135 / 110, 135 / 110])
+    assert "| periodical | slimio / baseline | 1.227 (0.775-2.209), 117% | 1.250 " \
+           "(1.250-1.250), 0% | 1.227 (1.227-1.227), 0% |" in md, md

@@ -193,7 +193,11 @@ def reproduce_tiny(results: Path, matrix: str) -> pd.DataFrame:
     return pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
 
 
+@pytest.mark.nightly
 def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
+    """The baseline alone through the bare pipeline: its tables, records, provenance and
+    figures, and what makes its cells stale. Nightly: test_slimio_pipeline_end_to_end runs
+    the same pipeline over the baseline's cells too, beside SlimIO's."""
     results = tmp_path / "results"
     table = reproduce_tiny(results, BASELINE_ONLY)
     assert set(table.policy) == {"periodical", "always"}

@@ -205,8 +205,10 @@ def test_readme_commands_plan(args, tmp_path):
 # What each make target the README shows must run (its recipe under `make -n`).
 MAKE_RUNS = {
     "reproduce": r"/snakemake --cores all reproduce ",
-    "test": r"/pytest -ra --durations=30 tests$",
-    "test-fast": r"/pytest -ra --durations=30 -m \"not slow\" tests$",
+    "test": (r"/pytest -ra --durations=30 -n auto -m \"not slow\" tests \|\| status=1; .*"
+             r"/pytest -ra --durations=30 -m \"slow and not nightly\" tests \|\| status=1; "
+             r"exit \$status$"),
+    "test-fast": r"/pytest -ra --durations=30 -n auto -m \"not slow\" tests$",
     "setup-host": r"/ansible-playbook playbooks/setup-host\.yml",
     "decide": r"/slimio-repro decide results --budget ",
     "motivation": r"/snakemake --cores all motivation ",

@@ -204,9 +204,10 @@ def cli_page(repo: Path) -> str:
         "| `make bench` | `slimio-repro bench --testbed $(BENCH_TESTBED) $(BENCH_ARGS)` "
         "(`bare`) |",
         "| `make nightly` | the `ci` and `smoke` profiles afresh, each `slimio-repro regress`ed "
-        "against its reference |",
-        "| `make test` | set-up (with SLURM and FEMU), then `pytest -ra tests` |",
-        "| `make test-fast` | `pytest -ra -m \"not slow\" tests` |",
+        "against its reference, then `pytest -m nightly tests` |",
+        "| `make test` | set-up (with SLURM and FEMU), then `pytest -n auto -m \"not slow\" "
+        "tests` and `pytest -m \"slow and not nightly\" tests` |",
+        "| `make test-fast` | `pytest -n auto -m \"not slow\" tests` |",
         "| `make lint` | `snakemake --lint`, `ansible-lint`, the playbook's syntax check |",
         "",
     ]

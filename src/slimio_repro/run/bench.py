@@ -34,6 +34,10 @@ DEFAULT_SYSTEMS = {"bare": ["nopersist", "baseline", "slimio"],
 RATIO_PAIRS = [("slimio", "baseline"), ("slimio-nofdp", "baseline"),
                ("baseline", NOPERSIST), ("slimio", NOPERSIST), ("slimio-nofdp", NOPERSIST)]
 PERSISTING = ("baseline", "slimio", "slimio-nofdp")
+# The SETs per host CPU second of a VM run's vCPU threads, and of its whole QEMU (vCPUs and
+# device emulation), and the section of the bench's ratios of each.
+CPU_SECTION = {"host_vcpu_sets_per_cpu_s": "SETs per vCPU second",
+               "host_qemu_sets_per_cpu_s": "SETs per QEMU CPU second"}
 # Every ratio, per policy block and round: (section, label, numerator (system, column),
 # denominator (system, column)). SET/s: higher is better; times: lower is better. The
 # snapshot's no-I/O bound is the slimio run's second BGSAVE, serialised into nothing
@@ -73,7 +77,12 @@ RATIOS = (
     + [("recovery time", f"{a} / its log loaded from memory", (a, "recovery_s"),
         (a, "recovery_bound_s")) for a in PERSISTING]
     + [("recovery time", f"{a} / the RDB loaded from memory", (a, "recovery_s"),
-        (NOPERSIST, "recovery_s")) for a in PERSISTING])
+        (NOPERSIST, "recovery_s")) for a in PERSISTING]
+    # In a VM, the SETs each host CPU second bought (the inverse of the CPU per SET): of the
+    # vCPU threads alone, and of the whole QEMU (its device emulation too). Higher is better,
+    # as for SET/s: where the host's cores are all busy, the rate ratio is the second one's.
+    + [(CPU_SECTION[k], f"{a} / {b}", (a, k), (b, k)) for k in CPU_SECTION
+       for a, b in RATIO_PAIRS])
 # Per-run columns summarised per policy and system: (column, header, format).
 RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f}"),
                 ("snapshot_mb_s", "snapshot MB/s", "{:.1f}"),
@@ -97,6 +106,8 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("reply_release_lag_ms", "reply release ms", "{:.3f}"),
                 ("wal_overlapped_share", "batches beside another", "{:.2f}"),
                 ("wal_pad_share", "WAL pad share", "{:.3f}"),
+                ("host_vcpu_us_per_set", "vCPU us per SET", "{:.1f}"),
+                ("host_qemu_us_per_set", "QEMU us per SET", "{:.1f}"),
                 ("host_vcpu_cores", "host cores: vCPUs", "{:.2f}"),
                 ("host_emulation_cores", "host cores: device emulation", "{:.2f}"),
                 ("host_other_cores", "host cores: other", "{:.2f}")]
@@ -198,7 +209,7 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
         lines.append(f"| {r['policy']} | {r['system']} | {r['runs']} | "
                      + " | ".join(cell(r, c, f) for c, _, f in cols) + " |")
     for section in dict.fromkeys(r["metric"] for r in ratios):
-        better = "higher" if section == "SET/s" else "lower"
+        better = "higher" if section in ("SET/s", *CPU_SECTION.values()) else "lower"
         lines += ["", f"## Ratios of {section} ({better} is better; each round's two runs; "
                   "median, min-max over the rounds)", "",
                   "| Policy | Ratio | rounds | median | min-max |", "|---|---|---|---|---|"]
@@ -206,12 +217,41 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
             if r["metric"] == section:
                 lines.append(f"| {r['policy']} | {r['ratio']} | {r['rounds']} | "
                              f"{r['median']:.3f} | {r['min']:.3f}-{r['max']:.3f} |")
+    lines += spread_lines(ratios)
     rewrites = [r for r in runs if r["aof_rewrites"]]
     lines += ["", "nopersist (no persistence) is the bound: the same server with AOF and "
               "snapshots off, once per policy in each round. What each row measures, and how "
               "its bounds are taken: docs/explanation/bench.md in the repository."]
     lines += ["", f"Runs with a rewrite (none expected): {len(rewrites)}."]
     return "\n".join(lines) + "\n"
+
+
+def spread(row: dict) -> float:
+    """A ratio's relative spread over the rounds: (max - min) / median."""
+    return (row["max"] - row["min"]) / row["median"]
+
+
+def spread_lines(ratios: list[dict]) -> list[str]:
+    """Each rate ratio beside the same runs' ratios of SETs per host CPU second, with their
+    relative spreads: how much of the rate ratio's noise the CPU accounting removes."""
+    cpu = {(r["policy"], r["metric"], r["ratio"]): r for r in ratios
+           if r["metric"] in CPU_SECTION.values()}
+    rows = []
+    for r in ratios:
+        if r["metric"] != "SET/s":
+            continue
+        others = [cpu.get((r["policy"], m, r["ratio"])) for m in CPU_SECTION.values()]
+        if None in others:
+            continue
+        rows.append(f"| {r['policy']} | {r['ratio']} | "
+                    + " | ".join(f"{o['median']:.3f} ({o['min']:.3f}-{o['max']:.3f}), "
+                                 f"{spread(o):.0%}" for o in (r, *others)) + " |")
+    if not rows:
+        return []
+    return ["", "## Rate ratios against CPU per SET (the same runs; median (min-max), "
+            "relative spread (max - min) / median)", "",
+            "| Policy | Ratio | SET/s | SETs per vCPU second | SETs per QEMU CPU second |",
+            "|---|---|---|---|---|", *rows]
 
 
 def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
@@ -365,12 +405,22 @@ def _guest_clock_offset(vm) -> tuple[float, float]:
 def with_host_cpu(runs: list[dict], samples: dict, guest_offset_s: float) -> None:
     """Adds to each run the host cores QEMU's vCPUs, its device emulation and the rest of
     the host used during its measured SETs (:func:`hostcpu.cores`; the run's guest times
-    moved onto the host's clock by ``guest_offset_s``)."""
+    moved onto the host's clock by ``guest_offset_s``), and the host CPU each SET cost, of
+    the vCPUs and of the whole QEMU (in us, and as SETs per CPU second)."""
     for r in runs:
         used = hostcpu.cores(samples, r["start_unix_s"] - guest_offset_s,
                              r["end_unix_s"] - guest_offset_s)
         for k, v in (used or {}).items():
             r[f"host_{k}_cores"] = round(v, 3)
+        if used and r.get("requests_completed"):
+            seconds = r["end_unix_s"] - r["start_unix_s"]
+            for k, cores in (("vcpu", used["vcpu"]),
+                             ("qemu", used["vcpu"] + used["emulation"])):
+                cpu_s = cores * seconds
+                if cpu_s <= 0:
+                    continue
+                r[f"host_{k}_us_per_set"] = round(cpu_s / r["requests_completed"] * 1e6, 2)
+                r[f"host_{k}_sets_per_cpu_s"] = round(r["requests_completed"] / cpu_s, 1)
 
 
 __all__ = ["BenchError", "DEFAULT_REQUESTS", "DEFAULT_SYSTEMS", "check", "run"]
