@@ -15,15 +15,6 @@ from .figures import RUNTIME_RPS_FIGURES
 from .reference import paper_rows
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
-
-
-def pyplot():
-    """matplotlib's pyplot on the file-only backend, imported where first drawn: the import
-    takes about 0.3 s, and every Snakemake start imports this module through the workflow."""
-    import matplotlib
-    matplotlib.use("agg")
-    import matplotlib.pyplot as plt
-    return plt
 SHADE = {"wal_snapshot": ("tab:orange", KIND_LABEL["wal_snapshot"]),
          "on_demand_snapshot": ("tab:purple", KIND_LABEL["on_demand_snapshot"])}
 RPS_LABEL = "RPS (client, per 250 ms interval)"
@@ -60,6 +51,15 @@ PAPER_PANEL = {
 }
 PHASES = (("rps_wal_only", "WAL-Only"), ("rps_wal_snapshot", "WAL&Snapshot"))
 NOTE_GID = "paper-comparison"
+
+
+def pyplot():
+    """matplotlib's pyplot on the file-only backend, imported where first drawn: the import
+    takes about 0.3 s, and every Snakemake start imports this module through the workflow."""
+    import matplotlib
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+    return plt
 
 
 def draw_cell(ax, record: dict, series: pd.DataFrame, legend: bool = True) -> None:
@@ -423,7 +423,7 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path], caption: Path | No
                 if ax is axes[-1]:
                     ax.text(1.01, waf, f"paper {SYSTEM_LABEL.get(system, system)} {waf:.2f}",
                             transform=transforms.blended_transform_factory(ax.transAxes,
-                                                                            ax.transData),
+                                                                           ax.transData),
                             ha="left", va="center", fontsize=6, color=color)
         axes[0].set_ylabel("device WAF (ours modelled; paper measured)")
         handles, labels = axes[0].get_legend_handles_labels()

@@ -80,7 +80,7 @@ RATIOS = (
         (NOPERSIST, "recovery_s")) for a in PERSISTING]
     # In a VM, the SETs each host CPU second bought (the inverse of the CPU per SET): of the
     # vCPU threads alone, and of the whole QEMU (its device emulation too). Higher is better,
-    # as for SET/s: where the host's cores are all busy, the rate ratio is the second one's.
+    # as for SET/s; where both runs' guests got the same host cores, the rate ratio is these.
     + [(CPU_SECTION[k], f"{a} / {b}", (a, k), (b, k)) for k in CPU_SECTION
        for a, b in RATIO_PAIRS])
 # Per-run columns summarised per policy and system: (column, header, format).
