@@ -54,7 +54,7 @@ bootstrap: $(STAMP)
 # needs python3-venv for `-m venv`; install it first if it is missing. uv installs the
 # requirements: the same versions as pip's, in 20 s instead of 56 s from a warm cache (a
 # clean clone's first step). Compiled to bytecode at install, as pip does: where
-# PYTHONDONTWRITEBYTECODE is set, nothing else would, and a Snakemake start took 4.4 s, not 1.8.
+# PYTHONDONTWRITEBYTECODE is set, nothing else would, and a Snakemake start took twice as long.
 UV := uv==0.13.9
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \

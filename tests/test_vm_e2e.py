@@ -342,7 +342,10 @@ def test_bench_in_a_vm(tmp_path):
     for r in runs:
         assert 0.2 < r["host_vcpu_cores"] <= os.cpu_count() + 0.1, r
         assert -0.1 < r["host_emulation_cores"] < os.cpu_count(), r
-        assert -0.1 < r["host_other_cores"] < os.cpu_count(), r
+        # The rest of the host is the host's counters less QEMU's, each read in 10 ms ticks a
+        # moment apart: over a 2,000-SET run's window (a few tenths of a second) that
+        # difference can fall a little below zero.
+        assert -0.25 < r["host_other_cores"] < os.cpu_count(), r
     md = (out / "bench.md").read_text()
     assert "| always | slimio / baseline | 1 |" in md and "Testbed vm" in md
     assert "host cores: device emulation" in md

@@ -284,7 +284,9 @@ SHORT_LABEL = {"snapshot_only": "Snapshot\nonly", "snapshot_wal": "Snapshot\n& W
 
 
 def plot_figure2(frame: pd.DataFrame, png: Path, pdf: Path, caption: str) -> None:
-    plt = plot.pyplot()
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
     plt.style.use(str(plot.STYLE))
     order = list(SYSTEM_LABEL)
     systems = sorted(dict.fromkeys(frame["system"]),
