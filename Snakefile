@@ -31,7 +31,12 @@ onstart:
 
 
 onsuccess:
+    release_kept_guests()
     print_claims_summary()
+
+
+onerror:
+    release_kept_guests()
 
 
 rule reproduce:

@@ -124,6 +124,23 @@ def test_each_phase_scales_with_its_own_work():
     assert model.source == "vm-baseline-ycsb-a-always"
 
 
+def test_a_kept_guests_reset_does_not_count_as_a_clusters_boot():
+    """A cluster's job boots every cell's VM: cells of a local run that reset a kept guest
+    (a boot of seconds) leave the testbed's phases to the cells that booted."""
+    measured, _ = estimate.measured_cells(SMOKE_RUN)
+    plan = measured[0].plan
+    model = estimate.Model(measured).cell(plan)
+    kept = [replace(m, phases_s={**m.phases_s, "boot": 5.0}, kept_guest=True)
+            for m in measured[1:]]
+    mixed = estimate.Model([measured[0], *kept])
+    assert mixed.booted["vm"] == [measured[0]]
+    assert mixed.cell(plan).phase_mean_s["boot"] == measured[0].phases_s["boot"] > 5.0
+    assert model.phase_mean_s["boot"] == pytest.approx(
+        sum(m.phases_s["boot"] for m in measured) / len(measured))
+    # Where every cell reset a kept guest, those are all there is.
+    assert estimate.Model(kept).booted["vm"] == kept
+
+
 def test_a_set_without_measured_cells_is_named():
     measured, _ = estimate.measured_cells(SMOKE_RUN)
     model = estimate.Model([m for m in measured if m.plan.cell.system != "nopersist"])

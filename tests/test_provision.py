@@ -65,10 +65,17 @@ def test_the_fdp_configuration_is_checked_against_the_profile(vm_settings):
 
 
 def test_a_cell_refuses_a_namespace_written_before(vm_settings):
-    """A cell starts on a never-written namespace; by hand, an F2FS made before is kept."""
+    """A cell starts on a namespace never written since it was made blank (a new device: 0
+    host bytes; a kept guest's: the count at its reset); by hand, an F2FS made before is
+    kept."""
     facts = captured_facts(fdp_host_bytes_written=21028864, fstype="f2fs")
-    found = provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL, fresh=True)
+    found = provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL, blank_at=0)
     assert len(found) == 1 and "21028864 host bytes" in found[0]
+    found = provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL,
+                               blank_at=21028864 - 4096)
+    assert len(found) == 1 and "21024768 when it was made blank" in found[0]
+    assert provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL,
+                              blank_at=21028864) == []
     assert provision.problems(facts, vm_settings, "baseline", BOX_ID, KERNEL) == []
 
 

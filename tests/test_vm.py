@@ -370,3 +370,81 @@ def test_a_cell_keeps_only_its_own_start_of_the_domain_log():
               "2026-11-26 18:42:09.357+0000: shutting down, reason=destroyed\n")
     assert vm.emulator_output(first + second) == second
     assert vm.emulator_output("no start line\n") == "no start line\n"
+
+
+# A guest kept for the next cell (run/guests.py) ------------------------------------------------
+def _box_record(tmp_path, inputs="i1"):
+    box_file = tmp_path / "b.box"
+    box_file.with_suffix(".json").write_text(json.dumps({"inputs_sha256": inputs}))
+    return box_file
+
+
+def test_cells_share_a_guest_only_when_their_machines_are_the_same(tmp_path):
+    """The guest key follows what the VM is (profile, CPU, size, box), not the cell."""
+    from slimio_repro.run import guests
+    box_file = _box_record(tmp_path)
+    plan = configmod.make(_config(accel="tcg"))
+    a = plan.cell("vm-baseline-redis-benchmark-periodical-r1")
+    b = plan.cell("vm-slimio-redis-benchmark-always-r1")
+    assert vm.guest_key(a, box_file) == vm.guest_key(b, box_file)
+    out = tmp_path / "results" / "raw" / a.id
+    assert guests.guest_dir(a, out, box_file) == guests.guest_dir(b, out, box_file)
+    assert guests.guest_dir(a, out, box_file).name.startswith(vm.CELL_VM_PREFIX)
+    bigger = configmod.make(_config(accel="tcg", memory_mb=8192)).cell(a.id)
+    assert vm.guest_key(bigger, box_file) != vm.guest_key(a, box_file)
+    (tmp_path / "x").mkdir()
+    other_box = _box_record(tmp_path / "x", "i2")
+    assert vm.guest_key(a, other_box) != vm.guest_key(a, box_file)
+    other_run = tmp_path / "other" / "raw" / a.id
+    assert guests.guest_dir(a, other_run, box_file) != guests.guest_dir(a, out, box_file)
+
+
+def test_a_guest_is_kept_only_where_a_next_cell_can_take_it(monkeypatch):
+    from slimio_repro.run import guests, leases
+    plan = configmod.make(_config(accel="tcg")).cell("vm-baseline-redis-benchmark-periodical-r1")
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    monkeypatch.setattr(leases, "driver", lambda pid: (4242, 1))
+    assert guests.why_fresh(plan) is None
+    assert isinstance(guests.guests_for(plan, Path("/r/raw/c"), Path("/b.box")),
+                      guests.KeptGuests)
+    off = configmod.make(_config(accel="tcg", reuse_guest=False)).cell(plan.id)
+    assert "reuse_guest is false" in guests.why_fresh(off)
+    assert type(guests.guests_for(off, Path("/r/raw/c"), Path("/b.box"))) is vm.FreshGuests
+    femu = configmod.make(_config(accel="tcg", device_profile="femu-fdp-gc")).cell(plan.id)
+    assert "FTL state" in guests.why_fresh(femu)
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    assert "SLURM" in guests.why_fresh(plan)
+    monkeypatch.delenv("SLURM_JOB_ID")
+    monkeypatch.setattr(leases, "driver", lambda pid: None)
+    assert "no Snakemake" in guests.why_fresh(plan)
+
+
+def test_a_kept_guests_lease_lives_with_its_snakemake_and_is_swept_after(tmp_path,
+                                                                          monkeypatch):
+    """A parked guest's lease is held by the Snakemake that ran its cells: live while it
+    runs (doctor leaves the guest alone), dead after, when the sweep removes the guest's
+    directory without touching any cell's partial directory (it has none)."""
+    from slimio_repro.run import guests, leases
+    monkeypatch.setattr(leases, "LEASE_DIR", tmp_path / "leases")
+    work = tmp_path / "vm"
+    guest = work / f"{vm.CELL_VM_PREFIX}0123abcd-guest-feed"
+    guest.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    keep = tmp_path / "keep.txt"
+    keep.write_text("a file beside the run")
+    me = leases.driver(os.getpid()) or (os.getpid(), leases._start_time(os.getpid()))
+    live = leases.Lease(id=guest.name, cell=guests.KEPT_GUEST, host=os.uname().nodename,
+                        pid=me[0], pid_start=me[1], driver_pid=me[0], driver_start=me[1],
+                        partial="", vm_dir=str(guest), domain=vm.domain_name(guest),
+                        started_utc="2026-11-28T00:00:00Z")
+    leases.write(live)
+    assert live.state() == "live"
+    assert not [f for f in leases.leftovers([work], [], []) if f.kind == "vm-dir"]
+    dead = leases.Lease(**{**live.__dict__, "pid": 999999999, "pid_start": 1})
+    leases.write(dead)
+    monkeypatch.setattr(leases, "domain_exists", lambda d: False)
+    assert [f.what for f in leases.leftovers([work], [], []) if f.kind == "vm-dir"] == \
+        [str(guest)]
+    done = leases.sweep()
+    assert f"removed {guest}" in done and not guest.exists()
+    assert keep.exists() and not dead.path.exists()

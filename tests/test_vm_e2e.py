@@ -1,5 +1,6 @@
-"""The vm testbed for real: Vagrant + libvirt bring up a VM per cell (TCG on machines
-without a working KVM) with QEMU's emulated NVMe FDP SSD. Two tiny cells run in their
+"""The vm testbed for real: Vagrant + libvirt bring up a VM (TCG on machines without a
+working KVM) with QEMU's emulated NVMe FDP SSD, kept for the run's next cell with its
+namespace made blank again (run/guests.py). Two tiny cells run in their
 guests: baseline (the cell's provisioning makes F2FS on the namespace) under Periodical-Log, and
 slimio (NVMe passthru on /dev/ng0n1 with FDP placement, FUA writes) under Always-Log; both
 measure the fio roofline at the end. A third cell runs YCSB-A (our binding, in the guest's
@@ -100,7 +101,7 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert prov["tools"]["kernel"].startswith("6.12"), "the box's backports kernel"
     # Every phase of the cell was timed, in the order it ran, and they add up to the cell.
     phases = prov["phases_s"]
-    assert list(phases)[:2] == ["boot", "provision"]
+    assert list(phases)[:2] == ["boot", "provision"], "boot: or the kept guest's reset"
     assert list(phases)[-2:] == ["copy_back", "teardown"]
     assert all(v >= 0 for v in phases.values()) and phases["workload"] > 0
     assert sum(phases.values()) == pytest.approx(prov["cell_total_s"], abs=2.0)
@@ -128,8 +129,9 @@ def test_baseline_cell_runs_in_a_vm_with_fdp_stats_and_trace(vm_results, vm_work
     assert set(summary["writes_per_placement_id"]) == {"none"}, "F2FS sends no placement"
     assert record["waf"] == pytest.approx(delta["mbmw"] / delta["hbmw"])
     assert record["nvme_trace_write_bytes"] == summary["write_bytes"]
-    for name in ("vagrant.log", "console.log", "vm.json", "guest-run-cell.log"):
+    for name in ("vagrant.log", "vm.json", "guest-run-cell.log"):
         assert (raw / "vm" / name).stat().st_size > 0, name
+    assert (raw / "vm" / "console.log").exists(), "the guest's console while the cell ran"
     assert (raw / layout.RAW_PROVISION).stat().st_size > 0
 
     # The roofline ran last, on the namespace, without placement for the baseline.
@@ -211,21 +213,42 @@ def guest_state(raw) -> dict:
 
 
 def test_every_cell_starts_from_the_same_guest_and_a_fresh_device(vm_results, vm_work):
-    """Cells are identical and isolated: each of the three cells, whatever its system,
-    booted the same box and kernel with the same device geometry and FDP configuration, and
-    its namespace was never written before the cell (nothing mounted, no signature, the FDP
-    statistics' host bytes written zero when provisioning began)."""
+    """Cells are identical and isolated: each of the three cells, whatever its system, ran
+    on the same box and kernel with the same device geometry and FDP configuration; one
+    booted the guest and the others took it over after a reset; and each cell's namespace
+    was never written before the cell: nothing mounted, no signature, the backing file
+    holding no block and every reclaim unit handle on an empty unit at the reset, and the
+    FDP statistics' host bytes written when provisioning began what they were when the
+    namespace was made blank (0 in the guest's first cell)."""
     results, _, proc = vm_results
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     states = {c: guest_state(results / "raw" / c) for c in VM_CELLS}
     first = states[CELL]
+    guests = {}
     for cell, state in states.items():
         assert state == first, (cell, {k: (v, first[k]) for k, v in state.items()
                                        if v != first[k]})
         raw = results / "raw" / cell
-        facts = json.loads((raw / layout.RAW_PROVENANCE).read_text())["provision"]["facts"]
+        prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
+        facts = prov["provision"]["facts"]
         assert facts["fstype"] == "" and facts["mounted_at"] == ""
-        assert facts["fdp_host_bytes_written"] == 0, f"{cell}: written before the cell"
+        guests[cell] = guest = prov["vm"]["guest"]
+        if guest["kept"]:
+            reset = guest["reset"]
+            assert reset["problems"] == [] and reset["image_allocated_bytes"] == 0
+            assert reset["ruamw"] == [(64 << 20) // 4096] * 8, "empty 64 MiB units"
+            blank_at = reset["fdp_host_bytes_written"]
+            assert blank_at > 0, "the guest's earlier cells wrote its namespace"
+            assert prov["phases_s"]["boot"] < 20, "a reset, not a boot"
+        else:
+            blank_at = 0
+            assert prov["vm"]["boot_attempts"][-1]["outcome"] == "up"
+        assert facts["fdp_host_bytes_written"] == blank_at, f"{cell}: written before the cell"
+    # One guest for the three: booted by one cell, each other cell numbered after it.
+    booted = [c for c, g in guests.items() if not g["kept"]]
+    assert len(booted) == 1, guests
+    assert {g["booted_by"] for g in guests.values()} == set(booted)
+    assert sorted(g["cell"] for g in guests.values()) == [1, 2, 3]
 
 
 # The SlimIO suite's VM: provisioned like a slimio cell (raw namespace); the cell id only

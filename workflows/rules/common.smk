@@ -163,6 +163,14 @@ def sweep_leftovers():
         print(f"left by an interrupted run: {line}", file=sys.stderr)
 
 
+def release_kept_guests():
+    """Destroy the guests this run's cells kept for a next cell (run/guests.py)."""
+    from slimio_repro.run import guests
+
+    for line in guests.release():
+        print(line, file=sys.stderr)
+
+
 def results(pattern):
     return f"{RESULTS}/{pattern}"
 

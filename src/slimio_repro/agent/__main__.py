@@ -45,6 +45,10 @@ def main(argv: list[str] | None = None) -> int:
         p.add_argument("--expect-box-id", help="vm: the box the host booted (its inputs "
                        "hash); refused in a guest that is another box")
         p.add_argument("--expect-kernel", help="vm: the kernel the box was built with")
+        p.add_argument("--blank-at", type=int, default=0, metavar="BYTES",
+                       help="vm: the host bytes written in the namespace's FDP statistics "
+                       "when it was made blank (0: a new device; a guest kept from an "
+                       "earlier cell: the count at its reset); more is refused")
         if name == "overwrite":
             o = p
     q = sub.add_parser("provision", help="check a testbed VM and prepare its namespace for a "
@@ -102,9 +106,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "provision":
             print(json.dumps(provision(plan.vm, args.system or plan.cell.system), indent=2))
         elif args.command == "motivation-cell":
-            print(motivation_cells.run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
+            print(motivation_cells.run(plan, Path(args.out), args.expect_box_id,
+                                       args.expect_kernel, blank_at=args.blank_at))
         else:
-            print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel))
+            print(run(plan, Path(args.out), args.expect_box_id, args.expect_kernel,
+                      blank_at=args.blank_at))
     except (CellError, GuestError, RooflineError, FdpError, ValueError) as exc:
         print(f"slimio_repro.agent: error: {exc}", file=sys.stderr)
         return 2

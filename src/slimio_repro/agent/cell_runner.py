@@ -65,12 +65,13 @@ def _dir_bytes(directory: Path) -> int:
 
 
 def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
-        expect_kernel: str | None = None, attempt: int = 1) -> Path:
+        expect_kernel: str | None = None, attempt: int = 1, blank_at: int = 0) -> Path:
     """Run the cell ``plan`` describes; write its raw directory ``out_dir`` (never overwritten).
 
     A vm cell first provisions its guest (:mod:`.provision`), which checks that the guest is
-    the box ``expect_box_id`` with kernel ``expect_kernel`` (what the host booted) and that its
-    device is the one the plan's profile describes."""
+    the box ``expect_box_id`` with kernel ``expect_kernel`` (what the host booted), that its
+    device is the one the plan's profile describes, and that its namespace was not written
+    since it was made blank (its FDP statistics' host bytes then: ``blank_at``)."""
     cell, workload, server_plan = plan.cell, plan.workload, plan.server
     # Absolute paths: redis-server changes into its data directory before opening its log.
     out_dir, bin_dir = out_dir.resolve(), Path(plan.redis_bin_dir).resolve()
@@ -170,7 +171,7 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
                 else:
                     prov["provision"] = provision.provision(
                         plan.vm, cell.system, partial, expect_box_id, expect_kernel,
-                        fresh=True, before_changes=trace_on)
+                        blank_at=blank_at, before_changes=trace_on)
         except BaseException:
             monitor.cancel()
             if named is not None and os.path.ismount(named.mountpoint):

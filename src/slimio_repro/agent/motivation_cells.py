@@ -212,9 +212,10 @@ def snapshot_bytes(server: RedisServer, plan: CellPlan) -> int:
 
 
 def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
-        expect_kernel: str | None = None) -> Path:
+        expect_kernel: str | None = None, blank_at: int = 0) -> Path:
     """Run the motivation cell ``plan`` describes; write its raw directory ``out_dir``
-    (``<out_dir>.partial`` until it completed; never overwritten)."""
+    (``<out_dir>.partial`` until it completed; never overwritten). ``blank_at``: as for a
+    matrix cell (:func:`.cell_runner.run`)."""
     if plan.motivation is None:
         raise CellError(f"{plan.id} is not a motivation cell (its plan has no motivation)")
     workload = plan.workload
@@ -241,7 +242,8 @@ def run(plan: CellPlan, out_dir: Path, expect_box_id: str | None = None,
     phases = Phases()
     with phases.phase("provision"):
         prov["provision"] = provision.provision(plan.vm, plan.cell.system, partial,
-                                                expect_box_id, expect_kernel, fresh=True)
+                                                expect_box_id, expect_kernel,
+                                                blank_at=blank_at)
     commands: list = []
     results: dict = {"system": plan.cell.system, "filesystem": None, "scenarios": {}}
     with storage(plan, partial) as fs:

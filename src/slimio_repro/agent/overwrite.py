@@ -71,7 +71,7 @@ def run(plan: CellPlan, out_dir: Path, utilization: float, warm_drive_writes: fl
                                    "check reads the device's FDP statistics")
     out_dir.mkdir(parents=True)
     (out_dir / layout.RAW_PLAN).write_text(plan.to_json())
-    provision(settings, "slimio", out_dir, expect_box_id, expect_kernel, fresh=True)
+    provision(settings, "slimio", out_dir, expect_box_id, expect_kernel, blank_at=0)
     monitor = vmstorage.DeviceMonitor(settings, out_dir)
     phases = jobs(settings.namespace, settings.device.capacity_bytes, utilization,
                   warm_drive_writes, measure_drive_writes, seed)

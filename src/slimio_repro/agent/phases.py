@@ -17,8 +17,9 @@ import time
 from contextlib import contextmanager
 
 # Every phase a cell can record, in the order a cell runs them. The host side of a vm cell
-# adds its own (boot, guest_overhead, copy_back, teardown) around the
-# guest's; a bare cell has only the guest's. The timing table keeps this order.
+# adds its own (boot, guest_overhead, copy_back, teardown) around the guest's; a bare cell has
+# only the guest's. A vm cell in a guest kept from the last cell records the guest's reset as
+# its boot (its provenance's vm.guest says which). The timing table keeps this order.
 ORDER = ("boot", "provision", "device_prepare", "server_start", "load", "workload",
          "snapshots", "shutdown", "recovery", "trace_fdp", "roofline", "guest_overhead",
          "copy_back", "teardown")

@@ -10,8 +10,9 @@ cell (one SSH round trip, no per-step connection). It
    block device, its LBA size, the controller's FDP support (Identify Controller CTRATT bit
    19), and with FDP the configuration (reclaim groups, handles, reclaim unit size) and the
    namespace's handle status; nvme-cli's JSON of these goes into the cell's raw directory;
-   and a cell's namespace must never have been written (its FDP statistics' host bytes
-   written are 0: the host made its backing file for this VM);
+   and a cell's namespace must never have been written since it was made blank (its FDP
+   statistics' host bytes written are what they were then: 0 when the host made its backing
+   file for this VM, the count at the reset for a guest kept from an earlier cell);
 3. prepares the namespace for the cell's system: I/O scheduler ``none`` (as in the paper),
    then F2FS made and mounted for the baseline (only on a blank namespace, or one that
    already holds F2FS), or the raw namespace for SlimIO (refused if mounted or carrying any
@@ -116,9 +117,10 @@ def gather(settings: Vm, raw_dir: Path | None = None) -> GuestFacts:
 
 
 def problems(facts: GuestFacts, settings: Vm, system: str, expect_box_id: str | None,
-             expect_kernel: str | None, fresh: bool = False) -> list[str]:
+             expect_kernel: str | None, blank_at: int | None = None) -> list[str]:
     """Everything wrong with the guest or its device for ``system``, each named (empty: go).
-    ``fresh``: a cell's namespace must never have been written (FDP statistics)."""
+    ``blank_at`` (a cell's): the host bytes written in the namespace's FDP statistics when it
+    was made blank; any more and it was written since."""
     out = []
     profile = settings.device
     if expect_box_id is not None and facts.box_id != expect_box_id:
@@ -152,10 +154,11 @@ def problems(facts: GuestFacts, settings: Vm, system: str, expect_box_id: str | 
             out.append(f"{facts.namespace} may use placement ids "
                        f"{list(facts.fdp_placement_ids)}, but the device profile has "
                        f"{profile.reclaim_unit_handles} handles (fdp.ruhs of the namespace)")
-    if fresh and facts.fdp_host_bytes_written:
+    if blank_at is not None and (facts.fdp_host_bytes_written or 0) != blank_at:
         out.append(f"{facts.namespace} has been written before the cell "
-                   f"({facts.fdp_host_bytes_written} host bytes in its FDP statistics): a "
-                   "cell starts on a never-written namespace, in a fresh VM")
+                   f"({facts.fdp_host_bytes_written} host bytes in its FDP statistics, "
+                   f"{blank_at} when it was made blank): a cell starts on a namespace "
+                   "never written since it was made blank")
     if on_file_system(system):
         if facts.fstype not in ("", settings.filesystem):
             out.append(f"{facts.namespace} carries a {facts.fstype} signature; the baseline "
@@ -197,15 +200,16 @@ def prepare(facts: GuestFacts, settings: Vm, system: str) -> list[str]:
 
 def provision(settings: Vm, system: str, raw_dir: Path | None = None,
               expect_box_id: str | None = None, expect_kernel: str | None = None,
-              fresh: bool = False, before_changes=None) -> dict:
+              blank_at: int | None = None, before_changes=None) -> dict:
     """Check, then prepare (see the module docstring); the record goes to ``raw_dir``.
-    ``fresh`` (a cell): refuse a namespace that was written before. ``before_changes`` is
+    ``blank_at`` (a cell's: 0 in a fresh VM): refuse a namespace written since it was made
+    blank, when its FDP statistics counted ``blank_at`` host bytes. ``before_changes`` is
     called once the checks passed and before anything is written (a cell starts its device
     trace there, so that the trace holds every write the namespace ever received)."""
     if os.geteuid() != 0:
         raise GuestError("provisioning the guest's namespace needs root (run it with sudo)")
     facts = gather(settings, raw_dir)
-    found = problems(facts, settings, system, expect_box_id, expect_kernel, fresh)
+    found = problems(facts, settings, system, expect_box_id, expect_kernel, blank_at)
     if found:
         raise GuestError("the guest is not ready for a " + system + " cell:\n- "
                          + "\n- ".join(found))

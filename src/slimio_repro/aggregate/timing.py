@@ -45,7 +45,8 @@ def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
         lines.append("| " + " | ".join(cells_) + " |")
     total = numeric(cells, "cell_total_s").dropna()
     lines += ["", "Mean seconds per cell over its policies and repetitions (std, min and max "
-              "per phase are in timing.csv). Phases: boot (vagrant up of the cell's VM), "
+              "per phase are in timing.csv). Phases: boot (vagrant up of the cell's VM, or "
+              "the reset of a guest kept from the last cell), "
               "provision (the guest checked, the namespace prepared for the system), "
               "device_prepare (the cell's storage; SlimIO's format), server_start, "
               "load (YCSB's load phase), workload, snapshots (the wait for WAL-Snapshots "
@@ -53,7 +54,7 @@ def write_timing(cells: pd.DataFrame, out_dir: Path) -> pd.DataFrame:
               "fingerprint, shutdown), recovery, trace_fdp (NVMe command trace and FDP "
               "statistics), roofline (fio on the namespace), guest_overhead (the rest of "
               "the guest run: the code and plan copied in, its Python's start), copy_back, "
-              "teardown (VM destroyed, storage removed).",
+              "teardown (VM destroyed or kept for the next cell, storage removed).",
               f"All {len(total)} cells with a total: {total.sum() / 60:.1f} min of cell time."
               if len(total) else "No cell recorded its time."]
     (out_dir / "timing.md").write_text("\n".join(lines) + "\n")

@@ -338,6 +338,7 @@ class Vm:
     boot_timeout_s: float = operational(900)
     boot_stall_s: float = operational(180)
     boot_attempts: int = operational(3)
+    reuse_guest: bool = operational(False)
     work_dir: str | None = operational(None)
 
     @property

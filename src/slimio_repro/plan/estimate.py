@@ -68,7 +68,8 @@ PHASE_UNIT = {
 }
 assert set(PHASE_UNIT) == set(cellphases.ORDER)
 # Phases that depend on the testbed only (the VM's boot, the guest's checks, the code copied
-# in, the teardown): pooled over every calibration cell of the testbed.
+# in, the teardown): pooled over the calibration cells of the testbed that booted their VM (a
+# cluster's job boots each cell's; a local run's later cells reset a kept guest instead).
 TESTBED_PHASES = ("boot", "provision", "guest_overhead", "teardown")
 # Systems measured by another's cells where they have none of their own: the baseline on
 # EXT4 is the same Redis on another file system; SlimIO without FDP the same passthru path.
@@ -210,6 +211,8 @@ class Measured:
     # Of the load and workload phases, the seconds the client itself ran its operations
     # (YCSB's RunTime): the rest of the phase (the JVM's start) does not grow with the work.
     client_s: dict = field(default_factory=dict)
+    # Whether it ran in a guest kept from an earlier cell (its boot was a reset).
+    kept_guest: bool = False
 
     @property
     def id(self) -> str:
@@ -255,7 +258,8 @@ def measured_cells(results_dir: Path) -> tuple[list[Measured], list[str]]:
         out.append(Measured(plan, dict(prov["phases_s"]),
                             accel=vm.get("accel") or ("bare" if plan.bare else None),
                             node_class=node.get("class"), utc_start=started,
-                            client_s=_client_seconds(d)))
+                            client_s=_client_seconds(d),
+                            kept_guest=bool((vm.get("guest") or {}).get("kept"))))
     return out, skipped
 
 
@@ -310,6 +314,9 @@ class Model:
             c = m.plan.cell
             self.sets.setdefault((c.testbed, c.system, c.workload, c.policy), []).append(m)
             self.testbeds.setdefault(c.testbed, []).append(m)
+        # The testbed's phases from the cells that booted (all, if none did).
+        self.booted = {t: [m for m in ms if not m.kept_guest] or ms
+                       for t, ms in self.testbeds.items()}
 
     def _set_of(self, cell: Cell) -> tuple[tuple, str]:
         key = (cell.testbed, cell.system, cell.workload, cell.policy)
@@ -333,9 +340,9 @@ class Model:
         group = [p for p in cellphases.ORDER if p not in TESTBED_PHASES]
         group_s = np.array([sum(m.phase_s(p, target) for p in group) for m in self.sets[key]])
         testbed_s = np.array([sum(m.phase_s(p, target) for p in TESTBED_PHASES)
-                              for m in self.testbeds[plan.cell.testbed]])
+                              for m in self.booted[plan.cell.testbed]])
         means = {p: float(np.mean([m.phase_s(p, target) for m in (
-            self.testbeds[plan.cell.testbed] if p in TESTBED_PHASES else self.sets[key])]))
+            self.booted[plan.cell.testbed] if p in TESTBED_PHASES else self.sets[key])]))
             for p in cellphases.ORDER}
         source = "-".join(map(str, key)) + (f", from {note}" if note else "")
         return CellModel(plan, group_s, testbed_s, means, source)
@@ -350,7 +357,7 @@ class Model:
     def phase_table(self) -> list[tuple[str, str, float, float, float, int]]:
         """(testbed, phase, median, 10th, 90th percentile, n) of the testbed's phases."""
         rows = []
-        for testbed, cells in sorted(self.testbeds.items()):
+        for testbed, cells in sorted(self.booted.items()):
             for p in TESTBED_PHASES:
                 v = [m.phases_s[p] for m in cells if p in m.phases_s]
                 if v:

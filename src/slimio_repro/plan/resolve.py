@@ -119,7 +119,7 @@ def _vm(config: dict, profile, roofline: bool = True, filesystem: str | None = N
               roofline=Roofline(**roof), tcg_cpu=v["tcg_cpu"], storage_pool=v["storage_pool"],
               boot_timeout_s=float(v["boot_timeout_s"]),
               boot_stall_s=float(v["boot_stall_s"]), boot_attempts=v["boot_attempts"],
-              work_dir=v["work_dir"])
+              reuse_guest=v["reuse_guest"], work_dir=v["work_dir"])
 
 
 def _named_device(config: dict, p: paths.Paths, facts) -> NamedDevice:

@@ -1,7 +1,8 @@
 """The run stage (driven by workflows/rules/run.smk): one cell, from its plan, on its testbed.
 
-A bare cell runs here, on this host (:func:`slimio_repro.agent.run_cell`); a vm cell in its
-own VM (:func:`slimio_repro.testbed.vm.run_cell`), which runs the same guest code inside.
+A bare cell runs here, on this host (:func:`slimio_repro.agent.run_cell`); a vm cell in a
+VM (:func:`slimio_repro.testbed.vm.run_cell`), booted for it or kept from the run's last
+cell (:mod:`.guests`), which runs the same guest code inside.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from ..agent import run_cell as run_here
 
 from ..plan import CellPlan
 from ..testbed import vm
-from . import bench, faults, finished, leases
+from . import bench, faults, finished, guests, leases
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: int = 1) -> Path:
@@ -21,8 +22,9 @@ def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: in
     if plan.cell.testbed == "vm":
         if box is None:
             raise ValueError(f"cell {plan.id} runs in a VM: it needs the guest box")
-        return vm.run_cell(plan, out_dir, box, attempt=attempt)
+        return vm.run_cell(plan, out_dir, box, attempt=attempt,
+                           guests=guests.guests_for(plan, out_dir, box))
     return run_here(plan, out_dir, attempt=attempt)
 
 
-__all__ = ["bench", "faults", "finished", "leases", "run_cell"]
+__all__ = ["bench", "faults", "finished", "guests", "leases", "run_cell"]

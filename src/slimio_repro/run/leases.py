@@ -86,7 +86,7 @@ def _is_snakemake(pid: int) -> bool:
     return any(Path(arg).name == "snakemake" for arg in _cmdline(pid).split()[:3])
 
 
-def _driver(pid: int) -> tuple[int, int] | None:
+def driver(pid: int) -> tuple[int, int] | None:
     """The nearest Snakemake among ``pid``'s ancestors: (pid, start time), or None."""
     p = _parent(pid)
     while p and p > 1:
@@ -155,18 +155,15 @@ def held(plan: CellPlan, out_dir: Path):
     if plan.cell.testbed == "vm":
         vm_dir = vmmod.work_dir(plan.vm.work_dir) / lid
         domain = vmmod.domain_name(vm_dir)
-    driver = _driver(os.getpid())
+    snakemake = driver(os.getpid())
     lease = Lease(id=lid, cell=plan.id, host=socket.gethostname(), pid=os.getpid(),
                   pid_start=_start_time(os.getpid()),
-                  driver_pid=driver[0] if driver else None,
-                  driver_start=driver[1] if driver else None,
+                  driver_pid=snakemake[0] if snakemake else None,
+                  driver_start=snakemake[1] if snakemake else None,
                   partial=str(out_dir.with_name(out_dir.name + ".partial")),
                   vm_dir=str(vm_dir) if vm_dir else None, domain=domain,
                   started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-    LEASE_DIR.mkdir(parents=True, exist_ok=True)
-    tmp = lease.path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(asdict(lease), indent=2) + "\n")
-    tmp.rename(lease.path)
+    write(lease)
     previous = os.environ.get(CELL_ENV)
     os.environ[CELL_ENV] = lid
     try:
@@ -179,6 +176,14 @@ def held(plan: CellPlan, out_dir: Path):
         # The cell cleaned up after itself; a process of it that outlived it does not stay.
         stop_processes(tagged_processes(lid))
         lease.path.unlink(missing_ok=True)
+
+
+def write(lease: Lease) -> None:
+    """Write (or replace) ``lease``'s file, whole or not at all."""
+    LEASE_DIR.mkdir(parents=True, exist_ok=True)
+    tmp = lease.path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(asdict(lease), indent=2) + "\n")
+    tmp.rename(lease.path)
 
 
 def tagged_processes(lid: str | None = None) -> dict[int, str]:
@@ -241,8 +246,8 @@ def clean(lease: Lease, stop_orphan: bool) -> list[str]:
     if lease.vm_dir and Path(lease.vm_dir).exists():
         shutil.rmtree(lease.vm_dir, ignore_errors=True)
         done.append(f"removed {lease.vm_dir}")
-    partial = Path(lease.partial)
-    if partial.exists():
+    partial = Path(lease.partial) if lease.partial else None   # a kept guest's has none
+    if partial is not None and partial.exists():
         fsimage.cleanup_stale(partial)
         shutil.rmtree(partial, ignore_errors=True)
         done.append(f"removed {partial} (unmounted, loop devices detached)")
@@ -298,6 +303,8 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
     found = []
     live = [lease for lease in leases() if lease.state() == "live"]
     live_ids = {lease.id for lease in live}
+    # A live cell's VM may be a guest kept from an earlier cell: named in its lease.
+    live_vms = live_ids | {Path(lease.vm_dir).name for lease in live if lease.vm_dir}
     for lease in leases():
         state = lease.state()
         if state != "live":
@@ -307,7 +314,7 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
     domains = [d for d in _lines(virsh + ["list", "--all", "--name"])
                if d.startswith(vmmod.CELL_VM_PREFIX)]
     for d in domains:
-        if d.removesuffix("_default") not in live_ids:
+        if d.removesuffix("_default") not in live_vms:
             found.append(Leftover("domain", d, f"virsh -c qemu:///system destroy {d}; "
                                   f"virsh -c qemu:///system undefine {d} "
                                   "--remove-all-storage"))
@@ -322,11 +329,11 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
                                       f"--pool {pool}"))
     for work in work_dirs:
         for d in sorted(work.glob(f"{vmmod.CELL_VM_PREFIX}*")) if work.is_dir() else []:
-            if d.name not in live_ids:
+            if d.name not in live_vms:
                 found.append(Leftover("vm-dir", str(d), f"rm -rf {d}"))
     # Mounts and loop devices in the given runs' partial cells (another checkout's run is
     # not this doctor's to judge).
-    live_partials = tuple(lease.partial + os.sep for lease in live)
+    live_partials = tuple(lease.partial + os.sep for lease in live if lease.partial)
     raws = tuple(str(r.resolve() / "raw") + os.sep for r in results_dirs)
 
     def leaked(path: str) -> bool:

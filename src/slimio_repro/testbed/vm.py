@@ -1,11 +1,12 @@
-"""The vm testbed, host side: one Vagrant + libvirt VM per cell, with an emulated NVMe SSD.
+"""The vm testbed, host side: a Vagrant + libvirt VM with an emulated NVMe SSD.
 
 For a cell, :func:`run_cell`
 
 1. makes the cell's VM directory (``testbeds.vm.work_dir``/<cell id>): the NVMe backing
    image, ``vm.json`` (what ``testbed/Vagrantfile`` reads) and the Vagrantfile;
 2. ``vagrant up`` with the libvirt provider (KVM where it works, TCG otherwise), with the
-   box built by the ``build_guest_box`` rule;
+   box built by the ``build_guest_box`` rule; or, instead of 1-2, takes the guest the run's
+   last cell left, reset (:mod:`slimio_repro.run.guests`);
 3. copies the guest sub-package into the guest and runs :func:`slimio_repro.agent.run_cell`
    there in one SSH command: it provisions the guest first (:mod:`slimio_repro.agent.
    provision`: checks that the guest is the box that was booted and that the device is the
@@ -13,7 +14,8 @@ For a cell, :func:`run_cell`
    namespace with the Redis builds baked into the box;
 4. copies the guest's raw directory back, adds the VM's own records (``vm/``: spec, logs,
    console) and host provenance, and renames it into place;
-5. always destroys the VM and deletes its directory, also when a step failed.
+5. destroys the VM and deletes its directory, always when a step failed, and after a cell
+   that succeeded unless the guest is kept for the next cell.
 
 Each phase is timed (:mod:`slimio_repro.agent.phases`): the cell's provenance has
 ``phases_s`` (the host's and the guest's phases, in order) and ``cell_total_s``.
@@ -23,8 +25,8 @@ migrated (its VMState is ``unmigratable`` in QEMU 10.0, and upstream still), so 
 libvirt's save/restore nor a QEMU snapshot of a guest with the FDP device works, and its
 namespaces cannot be hot-plugged (``Bus ... does not support hotplugging``) onto a
 controller added after a restore. Measured here: a guest with only the subsystem migrated;
-adding the namespace failed. So each cell boots the box, made quick to boot instead
-(testbed/box/build_box.sh).
+adding the namespace failed. So a booted guest is kept and reset between cells instead, and
+the box made quick to boot (testbed/box/build_box.sh).
 
 Everything that varies is in the config (``testbeds.vm``) and a device profile in
 ``femu/``; :func:`device_qemu_args` turns the profile into QEMU's NVMe device options.
@@ -680,16 +682,18 @@ def guest_python(vm: RunningVm, args: str, extra: dict[str, bytes], timeout: flo
                   stdin=code, timeout=timeout)
 
 
-def run_cell(plan: CellPlan, out_dir: Path, box_file: Path, attempt: int = 1) -> Path:
-    """Run one vm-testbed cell in its own VM; write its raw directory ``out_dir``. A
-    motivation cell (``plan.motivation``) runs its scenarios (agent.motivation_cells) instead of
-    the matrix's workload."""
+def run_cell(plan: CellPlan, out_dir: Path, box_file: Path, attempt: int = 1,
+             guests: FreshGuests | None = None) -> Path:
+    """Run one vm-testbed cell in a VM of its own, or in a guest ``guests`` kept from an
+    earlier cell; write its raw directory ``out_dir``. A motivation cell
+    (``plan.motivation``) runs its scenarios (agent.motivation_cells) instead of the
+    matrix's workload."""
     command = "motivation-cell" if plan.motivation is not None else "run-cell"
     box_record = json.loads(box_file.with_suffix(".json").read_text())
     s = run_in_vm(plan, out_dir, box_file,
                   f"{command} --expect-box-id {box_record['inputs_sha256']} "
                   f"--expect-kernel {box_record['guest_kernel']}",
-                  timeout=plan.workload.timeout_s * 3)
+                  timeout=plan.workload.timeout_s * 3, guests=guests)
     partial, phases, host_prov, the_spec = s["partial"], s["phases"], s["host"], s["spec"]
     records, profile = partial / "vm", plan.vm.device
     prov = json.loads((partial / layout.RAW_PROVENANCE).read_text())
@@ -710,6 +714,7 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path, attempt: int = 1) ->
     prov["vm"] = {"host": host_prov["host"], "node": host_prov["node"],
                   "tools": host_prov["tools"],
                   "box": host_prov["box"], "boot_attempts": host_prov["boot_attempts"],
+                  "guest": host_prov["guest"],
                   "accel": the_spec["accel"], "accel_reason": the_spec["accel_reason"],
                   "cpus": the_spec["cpus"], "memory_mb": the_spec["memory_mb"],
                   "device_profile": profile.as_dict(),
@@ -719,47 +724,96 @@ def run_cell(plan: CellPlan, out_dir: Path, box_file: Path, attempt: int = 1) ->
     return out_dir.resolve()
 
 
+class FreshGuests:
+    """Where :func:`run_in_vm` gets its VM by default: a VM booted for the cell, in a
+    directory named after the run and the cell (:func:`cell_vm_name`), destroyed after it.
+    ``slimio_repro.run.guests`` keeps a booted guest for the next cell instead."""
+
+    def vm_dir(self, plan: CellPlan, out_dir: Path) -> Path:
+        return work_dir(plan.vm.work_dir) / cell_vm_name(out_dir.parent.parent, plan.id)
+
+    def adopt(self, plan: CellPlan, vm_dir: Path, log: Path) -> tuple[RunningVm, dict] | None:
+        """A guest booted earlier, made ready for this cell, and what that took; None when
+        there is none (the cell boots its own)."""
+        return None
+
+    def park(self, vm: RunningVm, plan: CellPlan, record: dict) -> bool:
+        """Keep ``vm`` (whose cell succeeded) for the next cell: False = destroy it."""
+        return False
+
+
+def guest_key(plan: CellPlan, box_file: Path) -> str:
+    """What makes two cells' VMs the same machine: everything :func:`spec` takes from the
+    plan and the box (the device profile, accelerator, CPU, size, emulator, pool)."""
+    vm = plan.vm
+    record = json.loads(box_file.with_suffix(".json").read_text())
+    facts = {"profile": vm.device.as_dict(), "accel": vm.accel, "tcg_cpu": vm.tcg_cpu,
+             "cpus": vm.cpus, "memory_mb": vm.memory_mb, "emulator_path": vm.emulator_path,
+             "storage_pool": vm.storage_pool, "boot_timeout_s": vm.boot_timeout_s,
+             "box": record["inputs_sha256"], "box_file": str(box_file.resolve())}
+    return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
+
+
 def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
-              timeout: float) -> dict:
-    """Boot ``plan``'s VM (a blank namespace), run ``python3 -m slimio_repro.agent
+              timeout: float, guests: FreshGuests | None = None) -> dict:
+    """Boot ``plan``'s VM (a blank namespace), or take a guest ``guests`` kept from an
+    earlier cell (its namespace made blank again), run ``python3 -m slimio_repro.agent
     GUEST_ARGS --plan-json PLAN --out DIR`` in it, copy DIR back into ``out_dir``'s
     ``.partial`` sibling (with the VM's own records in its ``vm/``: vagrant.log, vm.json,
-    console.log, emulator.log), and destroy the VM by any path out. The caller renames the
-    partial directory when it has finished it. Returns ``partial``, the host's ``phases``
-    (boot, copy_back, teardown), ``guest_s`` (the guest command's seconds), ``t_start``
-    (monotonic), the ``host`` provenance and the VM ``spec``."""
+    console.log, emulator.log), and destroy the VM by any path out, unless the cell succeeded
+    and ``guests`` keeps it. The caller renames the partial directory when it has finished
+    it. Returns ``partial``, the host's ``phases`` (boot (for a kept guest: its reset),
+    copy_back, teardown), ``guest_s`` (the guest command's seconds), ``t_start`` (monotonic),
+    the ``host`` provenance (``guest``: booted for the cell or kept, and its reset) and the
+    VM ``spec``."""
+    guests = guests or FreshGuests()
     out_dir, box_file = out_dir.resolve(), box_file.resolve()
     if out_dir.exists():
         raise VmError(f"{out_dir} already exists; refusing to overwrite a finished cell "
                       "(delete it to run the cell again)")
-    vm_dir = work_dir(plan.vm.work_dir) / cell_vm_name(out_dir.parent.parent, plan.id)
+    vm_dir = guests.vm_dir(plan, out_dir)
     partial = out_dir.with_name(out_dir.name + ".partial")
-    for stale in (partial, vm_dir):
-        if stale.exists():
-            destroy_stale(stale)
+    if partial.exists():
+        destroy_stale(partial)
     check_vm_cell_space(plan, out_dir, vm_dir.parent, box_file)   # before it writes anything
     records = partial / "vm"
     records.mkdir(parents=True)
-    vm_dir.mkdir(parents=True)
-    os.chmod(vm_dir, 0o755)
     log = records / "vagrant.log"
     phases = cellphases.Phases()
-    vm = make_vm(plan, vm_dir, box_file, log)
-    the_spec = vm.spec
-    (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     box_record = json.loads(box_file.with_suffix(".json").read_text())
     host_prov = {"host": provenance.host(), "node": provenance.node(), "git": provenance.git(),
                  "tools": provenance.vm_tools(), "box": box_record,
                  "utc_start": provenance.utc_now()}
     t_cell = time.monotonic()
+    t0 = time.monotonic()
+    kept = guests.adopt(plan, vm_dir, log) if vm_dir.exists() else None
+    if kept is None:
+        if vm_dir.exists():
+            destroy_stale(vm_dir)
+        vm_dir.mkdir(parents=True)
+        os.chmod(vm_dir, 0o755)
+        vm = make_vm(plan, vm_dir, box_file, log)
+        host_prov["guest"] = {"kept": False, "cell": 1, "booted_by": plan.id,
+                              "booted_utc": host_prov["utc_start"]}
+    else:
+        vm, host_prov["guest"] = kept
+        host_prov["boot_attempts"] = []
+        phases.add("boot", time.monotonic() - t0)
+    if kept is not None:
+        guest_args += f" --blank-at {host_prov['guest']['reset']['fdp_host_bytes_written']}"
+    the_spec = vm.spec
+    (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     domain_log = _emulator_log(vm_dir)
     log_offset = domain_log.stat().st_size if domain_log.exists() else 0
+    console = Path(the_spec["console_log"])
+    console_offset = console.stat().st_size if kept is not None and console.exists() else 0
     watch = None
     try:
-        with phases.phase("boot"):
-            host_prov["boot_attempts"] = vm.boot(
-                plan.vm.boot_stall_s, plan.vm.boot_attempts,
-                faults=injected_faults())
+        if kept is None:
+            with phases.phase("boot"):
+                host_prov["boot_attempts"] = vm.boot(
+                    plan.vm.boot_stall_s, plan.vm.boot_attempts,
+                    faults=injected_faults())
         guest_raw = f"{GUEST_CELLS_DIR}/raw/{plan.id}"
         watch = DomainWatch(vm.domain, vm_dir / "nvme.img").start()
         t0 = time.monotonic()
@@ -790,11 +844,12 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
                 vm.ssh(f"sudo tar -C {guest_raw} -cf - .", stdout=fh)
             with tarfile.open(vm_dir / "raw.tar") as tar:
                 tar.extractall(partial, filter="data")
+            (vm_dir / "raw.tar").unlink()
         watch.stop()
     except BaseException as exc:
         if watch is not None:
             watch.stop()
-        _keep_console(vm_dir, records)
+        _keep_console(vm_dir, records, console_offset)
         try:
             vm.destroy()
         finally:
@@ -803,11 +858,14 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
         if watch is not None and watch.why and watch.why not in str(exc):
             raise VmError(f"the cell stopped: {watch.why}") from exc
         raise
-    _keep_console(vm_dir, records)
+    _keep_console(vm_dir, records, console_offset)
     with phases.phase("teardown"):
-        vm.destroy()
+        kept_for_next = guests.park(vm, plan, host_prov["guest"])
+        if not kept_for_next:
+            vm.destroy()
         _keep_emulator_output(vm_dir, records, log_offset)
-        shutil.rmtree(vm_dir, ignore_errors=True)
+        if not kept_for_next:
+            shutil.rmtree(vm_dir, ignore_errors=True)
     return {"partial": partial, "phases": phases, "guest_s": guest_cell_s,
             "t_start": t_cell, "host": host_prov, "spec": the_spec}
 
@@ -838,11 +896,15 @@ def run_overwrite(plan: CellPlan, out_dir: Path, box_file: Path, utilization: fl
     return out_dir.resolve()
 
 
-def _keep_console(vm_dir: Path, records: Path) -> None:
-    """The guest's console, and those of boots that hung (console-attemptN.log)."""
+def _keep_console(vm_dir: Path, records: Path, offset: int = 0) -> None:
+    """The guest's console from ``offset`` on (a kept guest's console goes on over its
+    cells), and those of boots that hung (console-attemptN.log)."""
     for console in [vm_dir / "console.log", *sorted(vm_dir.glob("console-attempt*.log"))]:
         if console.exists():
-            shutil.copyfile(console, records / console.name)
+            with open(console, "rb") as src, open(records / console.name, "wb") as dest:
+                if console.name == "console.log":
+                    src.seek(offset)
+                shutil.copyfileobj(src, dest)
 
 
 # Where libvirt writes a domain's QEMU command line and output (vagrant-libvirt names the
