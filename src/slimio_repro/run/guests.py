@@ -112,6 +112,7 @@ class KeptGuests(vmmod.FreshGuests):
             found = reset(vm, plan)
         except vmmod.VmError as exc:
             found = {"problems": [str(exc)]}
+        found["unmounted"] = record.get("unmounted", [])
         if found["problems"]:
             with open(log, "a") as fh:
                 fh.write("# not reused (booting a fresh VM): "
@@ -124,18 +125,20 @@ class KeptGuests(vmmod.FreshGuests):
                     "reset": found}
 
     def park(self, vm: vmmod.RunningVm, plan: CellPlan, record: dict) -> bool:
-        """Arm the guest's idle power-off, then leave it running for the next cell, named in
-        a lease its Snakemake holds."""
+        """Tidy the guest after its cell (:func:`tidy`) and arm its idle power-off, then leave
+        it running for the next cell, named in a lease its Snakemake holds."""
         driver = leases.driver(os.getpid())
         if driver is None:
             return False
-        arm = vm.ssh(f"sudo systemd-run --unit={IDLE_UNIT} --on-active={IDLE_POWEROFF_S} "
-                     "systemctl poweroff", check=False)
-        if arm.returncode != 0:
+        tidied = tidy(vm, plan)
+        if tidied["problems"]:
+            with open(vm.log, "a") as fh:
+                fh.write("# not kept: " + "; ".join(tidied["problems"]) + "\n")
             return False
         (vm.dir / PARKED).write_text(json.dumps(
             {"domain": vm.domain, "booted_by": record["booted_by"],
              "booted_utc": record["booted_utc"], "last_cell": plan.id, "cells": record["cell"],
+             "unmounted": tidied["unmounted"],
              "parked_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
             indent=2) + "\n")
         lease = leases.Lease(
@@ -162,48 +165,75 @@ def _lease_names(vm_dir: Path) -> None:
     leases.write(replace(lease, vm_dir=str(vm_dir), domain=vmmod.domain_name(vm_dir)))
 
 
+def _held(ns: str) -> str:
+    """Shell that prints running=NAME for each cell process still running and mounted=PATH
+    for each mount of ``ns``."""
+    return (f"for p in {' '.join(CELL_PROCESSES)}; do pgrep -x $p >/dev/null && "
+            f"echo running=$p; done; findmnt -n -o TARGET -S {ns} | sed 's/^/mounted=/'; ")
+
+
+def _problems(lines: list[str]) -> list[str]:
+    return [f"{line.split('=', 1)[1]} still {line.split('=', 1)[0]} after the last cell"
+            for line in lines if line.startswith(("running=", "mounted="))]
+
+
+def tidy(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
+    """After a cell that succeeded: nothing of it may run; its file system is unmounted (a
+    motivation cell leaves it mounted), its tracing off, its files removed; the guest's
+    idle power-off armed. Returns ``problems`` (empty: the guest can be kept) and what was
+    ``unmounted``."""
+    ns = plan.vm.namespace
+    out = vm.ssh(
+        f"for m in $(findmnt -n -o TARGET -S {ns}); do sudo umount $m && echo unmounted=$m; "
+        f"done; {_held(ns)}"
+        "for e in /sys/kernel/tracing/events/nvme/enable /sys/kernel/tracing/events/block/"
+        "enable; do [ -e $e ] && echo 0 | sudo tee $e >/dev/null; done; "
+        f"sudo rm -rf {vmmod.GUEST_CELLS_DIR} {shlex.quote(plan.vm.guest_scratch_dir)} && "
+        f"sudo systemd-run --unit={IDLE_UNIT} --on-active={IDLE_POWEROFF_S} "
+        "systemctl poweroff >/dev/null 2>&1 && echo armed=yes", check=False)
+    lines = out.stdout.decode(errors="replace").splitlines()
+    problems = _problems(lines)
+    if "armed=yes" not in lines:
+        problems.append("the guest's idle power-off could not be armed: "
+                        + out.stderr.decode(errors="replace").strip()[-300:])
+    return {"problems": problems,
+            "unmounted": [line.split("=", 1)[1] for line in lines
+                          if line.startswith("unmounted=")]}
+
+
 def reset(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
-    """Make a kept guest's namespace blank again and its guest clean (see the module's doc);
-    return what was found: ``problems`` (empty: ready), the namespace's allocated bytes on
-    the host, the handles' available media writes, and ``fdp_host_bytes_written``."""
+    """Make a kept guest's namespace blank again (see the module's doc) and check it, and
+    that nothing of the last cell holds it; return what was found: ``problems`` (empty:
+    ready), the backing file's allocated bytes, the handles' available media writes, and
+    ``fdp_host_bytes_written``."""
     settings, profile = plan.vm, plan.vm.device
     image = vm.dir / "nvme.img"
     ns = settings.namespace
-    # Before the image is emptied: nothing of the last cell may hold the namespace.
-    pre = vm.ssh(
-        f"sudo systemctl stop {IDLE_UNIT}.timer {IDLE_UNIT}.service 2>/dev/null; "
-        f"for p in {' '.join(CELL_PROCESSES)}; do pgrep -x $p >/dev/null && echo running=$p; "
-        f"done; for m in $(findmnt -n -o TARGET -S {ns}); do sudo umount $m && echo unmounted=$m "
-        "|| echo mounted=$m; done; "
-        "for e in /sys/kernel/tracing/events/nvme/enable /sys/kernel/tracing/events/block/"
-        "enable; do [ -e $e ] && echo 0 | sudo tee $e >/dev/null; done; "
-        "[ -e /sys/kernel/tracing/trace ] && echo | sudo tee /sys/kernel/tracing/trace "
-        f">/dev/null; sudo rm -rf {vmmod.GUEST_CELLS_DIR} {shlex.quote(settings.guest_scratch_dir)}; "
-        "true", check=False)
-    lines = pre.stdout.decode(errors="replace").splitlines()
-    problems = [f"{line.split('=', 1)[1]} still {line.split('=', 1)[0]} after the last cell"
-                for line in lines if line.startswith(("running=", "mounted="))]
-    if problems:
-        return {"problems": problems}
-    unmounted = [line.split("=", 1)[1] for line in lines if line.startswith("unmounted=")]
     os.truncate(image, 0)
     os.truncate(image, profile.capacity_bytes)
-    pids = ",".join(map(str, range(profile.reclaim_unit_handles or 0)))
-    update = (f"for p in {pids.replace(',', ' ')}; do sudo nvme fdp update {ns} "
-              f"--namespace-id=1 --pids=$p >/dev/null || echo update-failed=$p; done; "
-              if profile.fdp else "")
+    fdp_shell = ""
+    if profile.fdp:
+        unit = (profile.reclaim_unit_size_mib << 20) // profile.lba_size_bytes
+        status = f"sudo nvme fdp status {ns} -o json | tr -d ' \\n'"
+        # Each handle whose unit is not empty gets a new one (updating all takes 1.1 s).
+        fdp_shell = (
+            f"for p in $({status} | grep -o '\"pid\":[0-9]*,[^}}]*\"ruamw\":[0-9]*' | "
+            f"awk -F'[:,]' '$NF != {unit} {{print $2}}'); do sudo nvme fdp update {ns} "
+            "--namespace-id=1 --pids=$p >/dev/null || echo update-failed=$p; done; "
+            f"echo status=$({status}); "
+            f"echo stats=$(sudo nvme fdp stats {ns} -e {settings.endurance_group} -o json "
+            "| tr -d ' \\n'); ")
     out = vm.ssh(
-        f"sudo blockdev --flushbufs {ns} && {update}"
+        f"sudo systemctl stop {IDLE_UNIT}.timer 2>/dev/null; {_held(ns)}"
+        f"sudo blockdev --flushbufs {ns} && {fdp_shell}"
         f"echo signature=$(sudo blkid -p -o value -s TYPE {ns}); "
         f"echo zeros=$(sudo cmp -s -n 1048576 {ns} /dev/zero && echo yes); "
-        + (f"echo status=$(sudo nvme fdp status {ns} -o json | tr -d ' \\n'); "
-           f"echo stats=$(sudo nvme fdp stats {ns} -e {settings.endurance_group} -o json "
-           "| tr -d ' \\n'); " if profile.fdp else "")
-        + f"echo 'slimio-repro: namespace reset for the next cell' | sudo tee /dev/kmsg "
+        "echo 'slimio-repro: namespace reset for the next cell' | sudo tee /dev/kmsg "
         ">/dev/null", check=False)
-    facts = dict(line.split("=", 1) for line in out.stdout.decode(errors="replace")
-                 .splitlines() if "=" in line)
-    found = {"unmounted": unmounted, "image_allocated_bytes": os.stat(image).st_blocks * 512,
+    lines = out.stdout.decode(errors="replace").splitlines()
+    problems = _problems(lines)
+    facts = dict(line.split("=", 1) for line in lines if "=" in line)
+    found = {"image_allocated_bytes": os.stat(image).st_blocks * 512,
              "image_bytes": os.stat(image).st_size}
     if out.returncode != 0:
         problems.append(f"the reset in the guest failed ({out.returncode}): "
@@ -215,8 +245,8 @@ def reset(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
         problems.append(f"{ns} still shows a {facts['signature']} signature")
     if facts.get("zeros") != "yes":
         problems.append(f"{ns}'s first MiB does not read as zeros")
-    problems += [f"nvme fdp update of placement id {v} failed" for k, v in facts.items()
-                 if k == "update-failed"]
+    problems += [f"nvme fdp update of placement id {line.split('=', 1)[1]} failed"
+                 for line in lines if line.startswith("update-failed=")]
     if profile.fdp:
         with contextlib.suppress(ValueError, KeyError):
             ruamw = [h["ruamw"] for h in json.loads(facts["status"])["ruhss"]]
