@@ -405,11 +405,11 @@ def test_a_guest_is_kept_only_where_a_next_cell_can_take_it(monkeypatch):
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     monkeypatch.setattr(leases, "driver", lambda pid: (4242, 1))
     assert guests.why_fresh(plan) is None
-    assert isinstance(guests.guests_for(plan, Path("/r/raw/c"), Path("/b.box")),
+    assert isinstance(guests.guests_for(plan, Path("/b.box")),
                       guests.KeptGuests)
     off = configmod.make(_config(accel="tcg", reuse_guest=False)).cell(plan.id)
     assert "reuse_guest is false" in guests.why_fresh(off)
-    assert type(guests.guests_for(off, Path("/r/raw/c"), Path("/b.box"))) is vm.FreshGuests
+    assert type(guests.guests_for(off, Path("/b.box"))) is vm.FreshGuests
     femu = configmod.make(_config(accel="tcg", device_profile="femu-fdp-gc")).cell(plan.id)
     assert "FTL state" in guests.why_fresh(femu)
     monkeypatch.setenv("SLURM_JOB_ID", "7")
@@ -448,3 +448,34 @@ def test_a_kept_guests_lease_lives_with_its_snakemake_and_is_swept_after(tmp_pat
     done = leases.sweep()
     assert f"removed {guest}" in done and not guest.exists()
     assert keep.exists() and not dead.path.exists()
+
+
+def test_a_kept_guest_that_powered_off_is_not_taken_and_the_cell_boots_its_own(tmp_path,
+                                                                                monkeypatch):
+    """A parked guest whose idle power-off fired (or whose domain is gone) is given up
+    before any command is sent to it, with the reason in the cell's log; its lease goes."""
+    from slimio_repro.run import guests, leases
+    monkeypatch.setattr(leases, "LEASE_DIR", tmp_path / "leases")
+    plan = configmod.make(_config(accel="tcg")).cell("vm-baseline-redis-benchmark-periodical-r1")
+    guest = tmp_path / "sr-x-guest-1"
+    guest.mkdir()
+    (guest / "vm.json").write_text(json.dumps({"console_log": str(guest / "console.log")}))
+    (guest / guests.PARKED).write_text(json.dumps(
+        {"domain": "sr-x-guest-1_default", "booted_by": "c1", "booted_utc": "t",
+         "last_cell": "c1", "cells": 1, "unmounted": []}))
+    (tmp_path / "leases").mkdir()
+    (tmp_path / "leases" / f"{guest.name}.json").write_text("{}")
+    sent = []
+    monkeypatch.setattr(vm.RunningVm, "ssh", lambda self, *a, **k: sent.append(a))
+    log = tmp_path / "vagrant.log"
+    for state in ("shut off", None):
+        (guest / guests.PARKED).exists() or (guest / guests.PARKED).write_text(json.dumps(
+            {"domain": "d", "booted_by": "c1", "booted_utc": "t", "last_cell": "c1",
+             "cells": 1}))
+        monkeypatch.setattr(leases, "domain_state", lambda d, s=state: s)
+        assert guests.KeptGuests(tmp_path / "b.box").adopt(plan, guest, log) is None
+        assert not (guest / guests.PARKED).exists()
+    assert sent == [] and not (tmp_path / "leases" / f"{guest.name}.json").exists()
+    text = log.read_text()
+    assert "not reused (booting a fresh VM): its domain is shut off" in text
+    assert "its domain is gone" in text

@@ -23,7 +23,7 @@ def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: in
         if box is None:
             raise ValueError(f"cell {plan.id} runs in a VM: it needs the guest box")
         return vm.run_cell(plan, out_dir, box, attempt=attempt,
-                           guests=guests.guests_for(plan, out_dir, box))
+                           guests=guests.guests_for(plan, box))
     return run_here(plan, out_dir, attempt=attempt)
 
 

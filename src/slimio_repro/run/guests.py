@@ -1,8 +1,8 @@
 """A booted guest kept for the next cell (``testbeds.vm.reuse_guest``), its namespace made
 blank again in between.
 
-Under TCG a cell's boot (Vagrant, the guest's kernel and systemd, SSH) and teardown cost
-about as much as a smoke cell's workload. With ``reuse_guest`` a cell that succeeded leaves
+Under TCG a cell's boot (Vagrant, the guest's kernel and systemd, SSH) costs more than many
+a smoke cell's workload (docs/explanation/pipeline.md has the times). With ``reuse_guest`` a cell that succeeded leaves
 its guest running, *parked*, for the next cell of the same run on the same machine (same
 box, device profile, accelerator, CPU and size: :func:`vm.guest_key`), which resets it
 (:func:`reset`) instead of booting. Every cell still starts from a device in the same state:
@@ -11,7 +11,7 @@ box, device profile, accelerator, CPU and size: :func:`vm.guest_key`), which res
   nothing and back to the namespace's size (what a new VM gets), and the guest drops its
   cached blocks of it (``blockdev --flushbufs``; nothing has it mounted);
 * every reclaim unit handle points at an empty reclaim unit (``nvme fdp update`` of each
-  placement id: its available media writes are the whole unit again);
+  placement id whose unit is not: its available media writes are the whole unit again);
 * nothing of the earlier cell runs or is traced, its file system is unmounted (a motivation
   cell leaves it mounted), and its files are gone;
 * the FDP statistics are lifetime counters (no command resets them, on QEMU as on a real
@@ -38,6 +38,7 @@ import json
 import os
 import shlex
 import socket
+import subprocess
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -53,6 +54,8 @@ IDLE_UNIT = "slimio-repro-idle"
 PARKED = "parked.json"
 # What a parked guest's lease names as its cell.
 KEPT_GUEST = "(kept guest)"
+# The most a tidy or a reset may take in the guest (each takes 2-3 s under TCG here).
+GUEST_COMMAND_S = 120
 # Processes of a cell that must not outlive it in the guest.
 CELL_PROCESSES = ("redis-server", "redis-benchmark", "java", "fio", "perf")
 
@@ -71,10 +74,10 @@ def why_fresh(plan: CellPlan) -> str | None:
     return None
 
 
-def guests_for(plan: CellPlan, out_dir: Path, box_file: Path) -> vmmod.FreshGuests:
+def guests_for(plan: CellPlan, box_file: Path) -> vmmod.FreshGuests:
     """The guests ``plan``'s cell may use: kept ones, unless :func:`why_fresh` says why
     not."""
-    return vmmod.FreshGuests() if why_fresh(plan) else KeptGuests(out_dir, box_file)
+    return vmmod.FreshGuests() if why_fresh(plan) else KeptGuests(box_file)
 
 
 def guest_dir(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
@@ -88,8 +91,8 @@ def guest_dir(plan: CellPlan, out_dir: Path, box_file: Path) -> Path:
 class KeptGuests(vmmod.FreshGuests):
     """Guests kept between the cells of one run (see the module's doc)."""
 
-    def __init__(self, out_dir: Path, box_file: Path):
-        self.out_dir, self.box_file = out_dir, box_file
+    def __init__(self, box_file: Path):
+        self.box_file = box_file
 
     def vm_dir(self, plan: CellPlan, out_dir: Path) -> Path:
         d = guest_dir(plan, out_dir, self.box_file)
@@ -108,9 +111,12 @@ class KeptGuests(vmmod.FreshGuests):
         with open(log, "a") as fh:
             fh.write(f"# the guest booted by cell {record['booted_by']} at "
                      f"{record['booted_utc']}, kept after cell {record['last_cell']}\n")
+        state = leases.domain_state(vm.domain)
         try:
-            found = reset(vm, plan)
-        except vmmod.VmError as exc:
+            found = reset(vm, plan) if state == "running" else {
+                "problems": [f"its domain is {state or 'gone'} (it powers off after "
+                             f"{IDLE_POWEROFF_S} s without a cell)"]}
+        except (vmmod.VmError, subprocess.TimeoutExpired) as exc:
             found = {"problems": [str(exc)]}
         found["unmounted"] = record.get("unmounted", [])
         if found["problems"]:
@@ -118,8 +124,6 @@ class KeptGuests(vmmod.FreshGuests):
                 fh.write("# not reused (booting a fresh VM): "
                          + "; ".join(found["problems"]) + "\n")
             return None
-        # Its spec names the console log it was booted with; a cell's records take the part
-        # written while the cell ran.
         return vm, {"kept": True, "cell": record["cells"] + 1,
                     "booted_by": record["booted_by"], "booted_utc": record["booted_utc"],
                     "reset": found}
@@ -130,7 +134,10 @@ class KeptGuests(vmmod.FreshGuests):
         driver = leases.driver(os.getpid())
         if driver is None:
             return False
-        tidied = tidy(vm, plan)
+        try:
+            tidied = tidy(vm, plan)
+        except (vmmod.VmError, subprocess.TimeoutExpired) as exc:
+            tidied = {"problems": [str(exc)]}
         if tidied["problems"]:
             with open(vm.log, "a") as fh:
                 fh.write("# not kept: " + "; ".join(tidied["problems"]) + "\n")
@@ -190,7 +197,8 @@ def tidy(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
         "enable; do [ -e $e ] && echo 0 | sudo tee $e >/dev/null; done; "
         f"sudo rm -rf {vmmod.GUEST_CELLS_DIR} {shlex.quote(plan.vm.guest_scratch_dir)} && "
         f"sudo systemd-run --unit={IDLE_UNIT} --on-active={IDLE_POWEROFF_S} "
-        "systemctl poweroff >/dev/null 2>&1 && echo armed=yes", check=False)
+        "systemctl poweroff >/dev/null 2>&1 && echo armed=yes", check=False,
+        timeout=GUEST_COMMAND_S)
     lines = out.stdout.decode(errors="replace").splitlines()
     problems = _problems(lines)
     if "armed=yes" not in lines:
@@ -229,7 +237,7 @@ def reset(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
         f"echo signature=$(sudo blkid -p -o value -s TYPE {ns}); "
         f"echo zeros=$(sudo cmp -s -n 1048576 {ns} /dev/zero && echo yes); "
         "echo 'slimio-repro: namespace reset for the next cell' | sudo tee /dev/kmsg "
-        ">/dev/null", check=False)
+        ">/dev/null", check=False, timeout=GUEST_COMMAND_S)
     lines = out.stdout.decode(errors="replace").splitlines()
     problems = _problems(lines)
     facts = dict(line.split("=", 1) for line in lines if "=" in line)

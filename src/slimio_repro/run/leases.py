@@ -255,9 +255,16 @@ def clean(lease: Lease, stop_orphan: bool) -> list[str]:
     return done
 
 
+def domain_state(domain: str) -> str | None:
+    """libvirt's state of ``domain`` (``running``, ``shut off``, ...), None when there is no
+    such domain."""
+    proc = subprocess.run(["virsh", "-c", "qemu:///system", "domstate", domain],
+                          capture_output=True, text=True)
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def domain_exists(domain: str) -> bool:
-    return subprocess.run(["virsh", "-c", "qemu:///system", "domstate", domain],
-                          capture_output=True).returncode == 0
+    return domain_state(domain) is not None
 
 
 def leases() -> list[Lease]:
