@@ -798,7 +798,9 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     else:
         vm, host_prov["guest"] = kept
         host_prov["boot_attempts"] = []
-        phases.add("boot", time.monotonic() - t0)
+    # Getting a guest: the reset of a kept one, or a VM made (after a kept one that failed
+    # its reset), then booted below.
+    phases.add("boot", time.monotonic() - t0)
     if kept is not None:
         guest_args += f" --blank-at {host_prov['guest']['reset']['fdp_host_bytes_written']}"
     the_spec = vm.spec
