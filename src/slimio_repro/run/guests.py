@@ -2,8 +2,8 @@
 blank again in between.
 
 Under TCG a cell's boot (Vagrant, the guest's kernel and systemd, SSH) costs more than many
-a smoke cell's workload (docs/explanation/pipeline.md has the times). With ``reuse_guest`` a cell that succeeded leaves
-its guest running, *parked*, for the next cell of the same run on the same machine (same
+a smoke cell's workload (docs/explanation/pipeline.md has the times). With ``reuse_guest`` a
+cell that succeeded leaves its guest running, *parked*, for the next cell of the same run on the same machine (same
 box, device profile, accelerator, CPU and size: :func:`vm.guest_key`), which resets it
 (:func:`reset`) instead of booting. Every cell still starts from a device in the same state:
 
@@ -142,29 +142,25 @@ class KeptGuests(vmmod.FreshGuests):
             with open(vm.log, "a") as fh:
                 fh.write("# not kept: " + "; ".join(tidied["problems"]) + "\n")
             return False
+        now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         (vm.dir / PARKED).write_text(json.dumps(
             {"domain": vm.domain, "booted_by": record["booted_by"],
              "booted_utc": record["booted_utc"], "last_cell": plan.id, "cells": record["cell"],
              "unmounted": tidied["unmounted"],
-             "parked_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())},
+             "parked_utc": now},
             indent=2) + "\n")
         lease = leases.Lease(
             id=vm.dir.name, cell=KEPT_GUEST, host=socket.gethostname(), pid=driver[0],
             pid_start=driver[1], driver_pid=driver[0], driver_start=driver[1], partial="",
-            vm_dir=str(vm.dir), domain=vm.domain,
-            started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+            vm_dir=str(vm.dir), domain=vm.domain, started_utc=now)
         leases.write(lease)
         return True
-
-
-def _current_lease() -> str | None:
-    return os.environ.get(leases.CELL_ENV)
 
 
 def _lease_names(vm_dir: Path) -> None:
     """The running cell's lease names the guest it will use (before it is touched): what
     stops the cell then destroys that guest, as it would the cell's own VM."""
-    lid = _current_lease()
+    lid = os.environ.get(leases.CELL_ENV)
     path = leases.LEASE_DIR / f"{lid}.json"
     if lid is None or not path.exists():
         return
@@ -220,8 +216,8 @@ def reset(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
     os.truncate(image, 0)
     os.truncate(image, profile.capacity_bytes)
     fdp_shell = ""
+    unit = (profile.reclaim_unit_size_mib << 20) // profile.lba_size_bytes if profile.fdp else 0
     if profile.fdp:
-        unit = (profile.reclaim_unit_size_mib << 20) // profile.lba_size_bytes
         status = f"sudo nvme fdp status {ns} -o json | tr -d ' \\n'"
         # Each handle whose unit is not empty gets a new one (updating all takes 1.1 s).
         fdp_shell = (
@@ -260,7 +256,6 @@ def reset(vm: vmmod.RunningVm, plan: CellPlan) -> dict:
             ruamw = [h["ruamw"] for h in json.loads(facts["status"])["ruhss"]]
             found["ruamw"] = ruamw
             found["fdp_host_bytes_written"] = int(json.loads(facts["stats"])["hbmw"])
-        unit = (profile.reclaim_unit_size_mib << 20) // profile.lba_size_bytes
         if found.get("ruamw") != [unit] * profile.reclaim_unit_handles:
             problems.append(f"the handles' available media writes are {found.get('ruamw')}, "
                             f"not an empty {unit}-block unit each")

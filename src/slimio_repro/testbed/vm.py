@@ -798,11 +798,10 @@ def run_in_vm(plan: CellPlan, out_dir: Path, box_file: Path, guest_args: str,
     else:
         vm, host_prov["guest"] = kept
         host_prov["boot_attempts"] = []
+        guest_args += f" --blank-at {host_prov['guest']['reset']['fdp_host_bytes_written']}"
     # Getting a guest: the reset of a kept one, or a VM made (after a kept one that failed
     # its reset), then booted below.
     phases.add("boot", time.monotonic() - t0)
-    if kept is not None:
-        guest_args += f" --blank-at {host_prov['guest']['reset']['fdp_host_bytes_written']}"
     the_spec = vm.spec
     (records / "vm.json").write_text(json.dumps(the_spec, indent=2) + "\n")
     domain_log = _emulator_log(vm_dir)
