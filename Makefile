@@ -53,8 +53,10 @@ bootstrap: $(STAMP)
 # The virtualenv with pinned Snakemake, Ansible and the analysis libraries. Debian's python3
 # needs python3-venv for `-m venv`; install it first if it is missing. uv installs the
 # requirements: the same versions as pip's, in 20 s instead of 56 s from a warm cache (a
-# clean clone's first step). Compiled to bytecode at install, as pip does: where
-# PYTHONDONTWRITEBYTECODE is set, nothing else would, and a Snakemake start took twice as long.
+# clean clone's first step). Compiled to bytecode at install, as pip does, and the project's
+# own src/ too: where PYTHONDONTWRITEBYTECODE is set, nothing else would, and a Snakemake
+# start took twice as long without the libraries' bytecode, 0.8 s longer without src/'s
+# (5.0-5.4 s against 4.2-4.9 s for `snakemake -n reproduce` in a clean clone).
 UV := uv==0.13.9
 $(STAMP): requirements.txt pyproject.toml
 	@$(PYTHON) -c 'import ensurepip' 2>/dev/null || { \
@@ -64,6 +66,7 @@ $(STAMP): requirements.txt pyproject.toml
 	$(BIN)/pip install --quiet --disable-pip-version-check $(UV)
 	$(BIN)/uv pip install --quiet --compile-bytecode --python $(BIN)/python -r requirements.txt
 	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/python -m compileall -q src
 	touch $@
 
 # The playbook, always; it leaves a stamp of the playbooks it ran (host-ready reads it).

@@ -8,15 +8,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from slimio_repro import paths as pathsmod  # noqa: E402
 from slimio_repro import plan as planmod  # noqa: E402
-from slimio_repro import report as reportmod  # noqa: E402
-from slimio_repro import aggregate as aggregatemod  # noqa: E402
-from slimio_repro.build import fio as fiomod  # noqa: E402
-from slimio_repro.build import redis as build_redis  # noqa: E402
-from slimio_repro.build import ycsb_binding as ycsbmod  # noqa: E402
-from slimio_repro.claims import catalog as claimsmod  # noqa: E402
-from slimio_repro.claims import missing_text  # noqa: E402
 from slimio_repro.plan import jobs as jobsmod  # noqa: E402
-from slimio_repro.run import finished as finishedmod  # noqa: E402
 
 # Whether Snakemake submits this run's jobs to a cluster. It reads this file before it
 # attaches its executor, so it cannot be asked; but a local run (and a dry run) always has
@@ -41,6 +33,19 @@ try:
     PLAN = planmod.make(config, planning_host())
 except planmod.ConfigError as exc:
     raise WorkflowError(str(exc)) from None
+
+# The modules that need SciPy, pandas or matplotlib load after the configuration's checks: a
+# dry run that refuses a bad key or value stops in 1.6-1.8 s instead of 2.9 s here
+# (`time snakemake -n reproduce --config 'matrix={repetitions: 0}'`).
+from slimio_repro import report as reportmod  # noqa: E402
+from slimio_repro import aggregate as aggregatemod  # noqa: E402
+from slimio_repro.build import fio as fiomod  # noqa: E402
+from slimio_repro.build import redis as build_redis  # noqa: E402
+from slimio_repro.build import ycsb_binding as ycsbmod  # noqa: E402
+from slimio_repro.claims import catalog as claimsmod  # noqa: E402
+from slimio_repro.claims import missing_text  # noqa: E402
+from slimio_repro.run import finished as finishedmod  # noqa: E402
+
 # The claims file too, before anything is built: a bad claim stops the run, named.
 try:
     claimsmod.load(config["claims"]["file"])
