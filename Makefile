@@ -15,6 +15,9 @@
 #   make decide      more repetitions only where a claim is undecided, within DECIDE_BUDGET of
 #                    cell time (default 30m): new -rN cells through the same pipeline, the
 #                    claims judged again look by look (results/claims/decide.yaml)
+#   make calibrate   this host's speed from one smoke cell in a VM booted for it (about a
+#                    minute, after the builds), and the PROFILE run it predicts here
+#                    (build/calibration.json)
 #   make nightly     the nightly regression over both paths: the bare ci profile and the VM
 #                    smoke profile, fresh, each compared with its committed reference
 #                    (results/reference/nightly.json, nightly-vm.json), then the tests
@@ -46,7 +49,7 @@ STAMP := $(VENV)/.installed
 # The test runs print their 30 slowest tests: where the suite's time goes, from every run.
 PYTEST := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30
 
-.PHONY: bootstrap setup-host host-ready reproduce motivation decide crash-campaign bench nightly test test-fast lint
+.PHONY: bootstrap setup-host host-ready reproduce motivation decide calibrate crash-campaign bench nightly test test-fast lint
 
 bootstrap: $(STAMP)
 
@@ -123,6 +126,12 @@ decide: host-ready
 crash-campaign: setup-host
 	$(LOCAL) $(BIN)/snakemake --cores 1 crash_campaign \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
+
+# The guest box first (the calibration cell runs in a VM), then the cell and the prediction.
+calibrate: host-ready
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) build/box/slimio-guest.box
+	$(LOCAL) $(BIN)/slimio-repro calibrate --configfile config/config.yaml \
+	  --configfile config/profiles/$(PROFILE).yaml
 
 BENCH_TESTBED ?= bare
 BENCH_ARGS ?=

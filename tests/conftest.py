@@ -8,6 +8,8 @@ import os
 import shutil
 import subprocess
 import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -159,6 +161,39 @@ def require_root() -> None:
     if os.geteuid() != 0:
         pytest.fail("the end-to-end tests need root (loop devices and mount); "
                     "run `make test` as root")
+
+
+# The tiny bare matrix (about 5-20 s per cell here): both systems side by side and the
+# no-persistence bound, both workloads and both policies, one repetition: 10 cells.
+TINY = ["server={sampler_interval_s: 0.25}",
+        "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}, "
+        "ycsb-a: {records: 20000, operations: 100000}}"]
+SIDE_BY_SIDE = ("matrix={testbeds: [bare], repetitions: 1, "
+                "systems: [baseline, slimio, nopersist]}")
+
+
+@dataclass(frozen=True)
+class TinyRun:
+    results: Path       # its results directory: read it, never write to it
+    seconds: float      # its wall time, measured around its Snakemake
+    log: Path           # its Snakemake log
+
+
+@pytest.fixture(scope="session")
+def tiny_bare_run(redis_bin, slimio_bin, tmp_path_factory) -> TinyRun:
+    """`snakemake reproduce` of the tiny bare matrix, once per session:
+    tests/test_e2e.py checks what it made, and tests/test_slurm.py runs the same matrix
+    through SLURM and compares the two."""
+    require_root()
+    results = tmp_path_factory.mktemp("tiny-bare") / "results"
+    logs = set((REPO / ".snakemake" / "log").glob("*.snakemake.log"))
+    t0 = time.monotonic()
+    proc = snakemake("--cores", "all", "reproduce", "--config", f"results_dir={results}",
+                     SIDE_BY_SIDE, *TINY)
+    seconds = time.monotonic() - t0
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    log, = set((REPO / ".snakemake" / "log").glob("*.snakemake.log")) - logs
+    return TinyRun(results, seconds, log)
 
 
 def first_data(path: Path, offset: int) -> int | None:

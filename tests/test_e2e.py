@@ -11,7 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import REPO, VENV_BIN, plan_of, require_root, snakemake, start_redis
+from conftest import (REPO, SIDE_BY_SIDE, TINY, VENV_BIN, plan_of, require_root, snakemake,
+                      start_redis)
 from slimio_repro.plan import Cell, RedisBenchmark
 from slimio_repro.agent import layout
 from slimio_repro.agent import benchmark
@@ -25,13 +26,8 @@ from test_report import check_report
 
 pytestmark = pytest.mark.e2e
 
-# Long enough (~5-10 s per cell here) for the sampler to see both phases.
-TINY = ["server={sampler_interval_s: 0.25}",
-        "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}, "
-        "ycsb-a: {records: 20000, operations: 100000}}"]
+# TINY (conftest) is long enough (~5-10 s per cell here) for the sampler to see both phases.
 BASELINE_ONLY = "matrix={testbeds: [bare], repetitions: 1, systems: [baseline]}"
-SIDE_BY_SIDE = ("matrix={testbeds: [bare], repetitions: 1, "
-                "systems: [baseline, slimio, nopersist]}")
 
 
 def test_patched_benchmark_sends_exact_width_keys(redis_bin, tmp_path):
@@ -260,12 +256,12 @@ def test_smoke_pipeline_end_to_end(redis_bin, tmp_path):
                        "bare-baseline-redis-benchmark-always-r1"}, planned
 
 
-def test_slimio_pipeline_end_to_end(redis_bin, slimio_bin, tmp_path):
-    """Both systems side by side at tiny scale, and the no-persistence bound: SlimIO's cells
-    run, recover from its device and verify, the ratio tables compare them, and every RPS
-    ratio has the bound's ceiling."""
-    results = tmp_path / "results"
-    table = reproduce_tiny(results, SIDE_BY_SIDE)
+def test_slimio_pipeline_end_to_end(tiny_bare_run, tmp_path):
+    """Both systems side by side at tiny scale, and the no-persistence bound (the session's
+    tiny bare run, conftest.TINY): SlimIO's cells run, recover from its device and verify,
+    the ratio tables compare them, and every RPS ratio has the bound's ceiling."""
+    results = tiny_bare_run.results
+    table = pd.read_csv(results / "tables" / "table3_redis_benchmark.csv")
     assert set(zip(table.system, table.policy)) == {
         (s, p) for s in ("baseline", "slimio") for p in ("periodical", "always")} | {
         ("nopersist", "none")}

@@ -215,6 +215,8 @@ MAKE_RUNS = {
     "bench": r"/slimio-repro bench --testbed ",
     "nightly": r"/slimio-repro regress ",
     "crash-campaign": r"/snakemake --cores 1 crash_campaign ",
+    "calibrate": r"/slimio-repro calibrate --configfile config/config\.yaml --configfile "
+                 r"config/profiles/smoke\.yaml$",
 }
 
 

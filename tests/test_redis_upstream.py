@@ -4,8 +4,11 @@ The hook series must leave stock behaviour untouched when slimio-device is unset
 `integration/aof`, `integration/aof-multi-part` and `integration/rdb` Tcl units are run on
 a tree with SlimIO's files and hooks, for 7.0.15 (series 7.0) and 8.0.2 (series 7.2+, the
 offline stand-in for the paper's 7.4.2). The built tree is cached under build/ and reused
-while the sources, patches and SlimIO files are unchanged. The same server reports, with
-CONFIG GET, the defaults that redis-slimio/slimio.conf documents for every slimio-* option.
+while the sources, patches and SlimIO files are unchanged. For the pipeline's own Redis
+version the tree takes the binaries of the pipeline's SlimIO build (rule build_redis_slimio:
+the same sources, patches, files and make flags), the ones its cells run, instead of
+compiling them a second time. The same server reports, with CONFIG GET, the defaults that
+redis-slimio/slimio.conf documents for every slimio-* option.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, snakemake
+from conftest import REPO, built, snakemake
 from test_build import slimio_conf_directives
 from slimio_repro.build import redis as build
 from slimio_repro import paths
@@ -39,6 +42,9 @@ def patched_tree(version: str) -> Path:
     files = build.slimio_sources()
     stamp = {"source_sha256": pin["sha256"], "benchmark": build.series_hash(bench),
              "hooks": build.series_hash(hooks), "slimio_src": build.series_hash(files)}
+    pipeline = pipeline_build(version, stamp)
+    if pipeline is not None:
+        stamp["binaries"] = str(pipeline)
     root = REPO / "build" / "redis-upstream-tests" / version
     if (root / "stamp.json").is_file() and json.loads((root / "stamp.json").read_text()) == stamp:
         return root / "tree"
@@ -52,9 +58,30 @@ def patched_tree(version: str) -> Path:
         for p in bench:
             build.run_logged(["patch", "-p1", "--forward", "--batch", "-i", str(p)], tree, log)
         build.add_slimio(tree, hooks, files, log)
-        build.run_logged(["make", "-j2", *build.MAKE_FLAGS], tree, log)
+        if pipeline is None:
+            build.run_logged(["make", "-j2", *build.MAKE_FLAGS], tree, log)
+        else:
+            for tool in build.TOOLS:
+                shutil.copy2(pipeline / tool, tree / "src" / tool)
     (root / "stamp.json").write_text(json.dumps(stamp))
     return tree
+
+
+def pipeline_build(version: str, stamp: dict) -> Path | None:
+    """The binaries of the pipeline's SlimIO build of ``version`` (made first where the
+    config's Redis is ``version``), where its record shows this tree's sources, patches,
+    SlimIO files and make flags: what this tree's make would build. None otherwise."""
+    from slimio_repro import plan as planmod
+    if planmod.load([paths.CONFIG_DIR / "config.yaml"])["redis"]["version"] != version:
+        return None
+    bin_dir = built("slimio")
+    record = json.loads((bin_dir.parent / "build.json").read_text())
+    made_from = (record["source_sha256"], record["benchmark_patch_series_sha256"],
+                 record["slimio_patch_series_sha256"], record["slimio_sources_sha256"],
+                 record["make_flags"])
+    same = (stamp["source_sha256"], stamp["benchmark"], stamp["hooks"], stamp["slimio_src"],
+            build.MAKE_FLAGS)
+    return bin_dir if made_from == same else None
 
 
 @pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])

@@ -27,7 +27,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import REPO, VENV_BIN, require_root, snakemake
+from conftest import REPO, SIDE_BY_SIDE, TINY, VENV_BIN, require_root, snakemake
 from slimio_repro import paths, plan as planmod
 from slimio_repro.agent import layout
 from slimio_repro.plan import Cell, estimate
@@ -37,12 +37,10 @@ pytestmark = pytest.mark.e2e
 CONTROL = Path("/usr/local/sbin/slimio-slurm")
 SLURM_CONF = Path("/etc/slurm/slurm.conf")
 PROFILE = REPO / "workflows" / "profiles" / "slurm"
-# The matrix of tests/test_e2e.py's side-by-side run without its bound: two systems, both
-# workloads, both policies, one repetition (8 cells of 5-20 s here).
-MATRIX = ["matrix={testbeds: [bare], repetitions: 1, systems: [baseline, slimio]}",
-          "server={sampler_interval_s: 0.25}",
-          "workloads={redis-benchmark: {requests: 300000, keyspace: 57000}, "
-          "ycsb-a: {records: 20000, operations: 100000}}"]
+# The session's tiny bare matrix (conftest.tiny_bare_run, which tests/test_e2e.py checks too):
+# both systems and the bound, both workloads and policies, one repetition (10 cells of 5-20 s
+# here). The local run is that one; this module runs the same matrix through SLURM.
+MATRIX = [SIDE_BY_SIDE, *TINY]
 # This cluster's node runs a job within seconds: ask sooner than the profile's 40 s.
 FAST_STATUS = ["--slurm-init-seconds-before-status-checks", "5"]
 # What strikes a cell's job mid-cell (test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_
@@ -160,28 +158,23 @@ class SlurmRun:
 
 
 @pytest.fixture(scope="module")
-def slurm_run(cluster, redis_bin, slimio_bin, tmp_path_factory) -> SlurmRun:
-    """The tiny bare matrix, once locally and once through SLURM (both wall times printed)."""
+def slurm_run(cluster, tiny_bare_run, tmp_path_factory) -> SlurmRun:
+    """The tiny bare matrix through SLURM, beside the session's local run of it (both wall
+    times printed)."""
     base = tmp_path_factory.mktemp("slurm")
-    logs = set((REPO / ".snakemake" / "log").glob("*.snakemake.log"))
+    local = tiny_bare_run.results
     t0 = time.monotonic()
-    local = snakemake("--cores", "all", "reproduce", "--config",
-                      f"results_dir={base / 'local'}", *MATRIX)
-    local_s = time.monotonic() - t0
-    assert local.returncode == 0, local.stdout[-3000:] + local.stderr[-3000:]
-    local_log, = set((REPO / ".snakemake" / "log").glob("*.snakemake.log")) - logs
-    t0 = time.monotonic()
-    snakemake("-n", "--cores", "all", "reproduce", "--config", f"results_dir={base / 'local'}",
+    snakemake("-n", "--cores", "all", "reproduce", "--config", f"results_dir={local}",
               *MATRIX, check=True)
     start_s = time.monotonic() - t0
     t0 = time.monotonic()
     proc = through_slurm(base / "slurm", "reproduce")
     slurm_s = time.monotonic() - t0
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
-    print(f"tiny bare matrix: local {local_s:.0f} s, through SLURM {slurm_s:.0f} s; a "
-          f"Snakemake start {start_s:.1f} s")
-    return SlurmRun(base / "local", base / "slurm", run_id(proc), cluster, local_s, slurm_s,
-                    local_log, start_s)
+    print(f"tiny bare matrix: local {tiny_bare_run.seconds:.0f} s, through SLURM "
+          f"{slurm_s:.0f} s; a Snakemake start {start_s:.1f} s")
+    return SlurmRun(local, base / "slurm", run_id(proc), cluster, tiny_bare_run.seconds,
+                    slurm_s, tiny_bare_run.log, start_s)
 
 
 def records(results: Path) -> pd.DataFrame:
@@ -192,7 +185,7 @@ def test_every_cell_ran_as_a_slurm_job_and_the_records_match_a_local_run(slurm_r
     local, slurm, run, node = slurm_run.local, slurm_run.slurm, slurm_run.run, slurm_run.node
     here, there = records(local), records(slurm)
     # The same cells, the same columns, values of the same kinds.
-    assert list(there.index) == list(here.index) and len(here) == 8
+    assert list(there.index) == list(here.index) and len(here) == 10
     assert list(there.columns) == list(here.columns)
     for col in here.columns:
         a, b = here[col].dropna(), there[col].dropna()
@@ -382,7 +375,7 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
             assert after != struck[cell] and prov["attempt"] == 2, (cell, fault, prov)
             assert states[0].startswith("CANCELLED"), (cell, states)
     # The tables are made again from every cell.
-    assert len(records(slurm)) == 8
+    assert len(records(slurm)) == 10
 
 
 def test_a_cluster_run_without_the_nodes_cpu_count_stops_before_submitting(cluster, tmp_path):

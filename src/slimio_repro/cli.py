@@ -254,6 +254,19 @@ def cmd_estimate(args) -> int:
     return 0
 
 
+def cmd_calibrate(args) -> int:
+    """This host's speed from one cell, and the profile's run it predicts here."""
+    from .run import calibrate
+    files = args.configfile or [paths.CONFIG_DIR / "config.yaml", calibrate.SMOKE_PROFILE]
+    config = planmod.load(files, json.loads(args.set) if args.set else None)
+    build_dir = Path(args.build_dir or config["build_dir"])
+    record = calibrate.run(config, build_dir,
+                           measured=[Path(m) for m in args.measured or []],
+                           draws=args.draws)
+    print(calibrate.summary(record), end="")
+    return 0
+
+
 def cmd_report(args) -> int:
     """Render results/report.html from a run's verdicts, tables and figures."""
     from . import report
@@ -485,6 +498,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--draws", type=int, default=1000, help="Monte Carlo draws (1000)")
     p.add_argument("--seed", type=int, default=1)
     p.set_defaults(func=cmd_estimate)
+    p = with_config(sub.add_parser(
+        "calibrate", help="this host's speed: two smoke cells, each in a VM booted for "
+        "it (about two minutes), against the reference run's cells of their sets; then the "
+        "run of the configured profile (default smoke) that it predicts here, the builds "
+        "cached (written to BUILD_DIR/calibration.json)"))
+    p.add_argument("--build-dir", help="where the guest box is and the result goes "
+                   "(default: the config's build_dir)")
+    p.add_argument("--measured", metavar="RAW_DIR", action="append", help="instead of "
+                   "running the calibration cells: finished runs of them (their raw "
+                   "directories; once per cell)")
+    p.add_argument("--draws", type=int, default=1000, help="Monte Carlo draws (1000)")
+    p.set_defaults(func=cmd_calibrate)
     p = sub.add_parser("report", help="render RESULTS_DIR/report.html")
     p.add_argument("results_dir")
     p.set_defaults(func=cmd_report)

@@ -34,6 +34,10 @@ REFERENCE_DIR = REPO_ROOT / "results" / "reference"
 # `slimio-repro estimate`'s default calibration: measured smoke vm cells (their provenance and
 # plans) and the Snakemake logs of their runs, captured by tests/fixtures/estimate/capture.py.
 ESTIMATE_CALIBRATION = REFERENCE_DIR / "estimate-calibration"
+# `slimio-repro calibrate`'s reference: a smoke run with kept guests (run/calibrate.py), and
+# its result, in the build directory.
+SMOKE_REFERENCE = REFERENCE_DIR / "smoke-run"
+CALIBRATION_FILE = "calibration.json"
 # The vm testbed: device profiles, the Vagrantfile, the guest box recipe, the playbooks.
 FEMU_DIR = REPO_ROOT / "femu"
 TESTBED_DIR = REPO_ROOT / "testbed"

@@ -345,6 +345,22 @@ class Vm:
     def fdp(self) -> bool:
         return self.device.fdp
 
+    @property
+    def machine(self) -> dict:
+        """What makes two cells' VMs the same machine, as far as the plan says
+        (testbed/vm.py's guest_key adds the box): a guest kept from one cell serves the
+        next only where these are equal."""
+        return {"profile": self.device.as_dict(), "accel": self.accel,
+                "tcg_cpu": self.tcg_cpu, "cpus": self.cpus, "memory_mb": self.memory_mb,
+                "emulator_path": self.emulator_path, "storage_pool": self.storage_pool,
+                "boot_timeout_s": self.boot_timeout_s}
+
+    @property
+    def keeps_guest(self) -> bool:
+        """Whether a run's cells may keep this VM for the next one (run/guests.py): QEMU's
+        device, whose namespace a reset makes blank; FEMU's FTL state nothing resets."""
+        return self.reuse_guest and self.device.emulator == "qemu"
+
 
 @dataclass(frozen=True)
 class Motivation:

@@ -68,8 +68,9 @@ PHASE_UNIT = {
 }
 assert set(PHASE_UNIT) == set(cellphases.ORDER)
 # Phases that depend on the testbed only (the VM's boot, the guest's checks, the code copied
-# in, the teardown): pooled over the calibration cells of the testbed that booted their VM (a
-# cluster's job boots each cell's; a local run's later cells reset a kept guest instead).
+# in, the teardown): pooled over the calibration cells of the testbed that booted their VM, as
+# a cluster's job boots each cell's; for the cells of a local run that take over a kept guest
+# (:func:`kept_guests`), over the calibration cells that did.
 TESTBED_PHASES = ("boot", "provision", "guest_overhead", "teardown")
 # Systems measured by another's cells where they have none of their own: the baseline on
 # EXT4 is the same Redis on another file system; SlimIO without FDP the same passthru path.
@@ -314,9 +315,11 @@ class Model:
             c = m.plan.cell
             self.sets.setdefault((c.testbed, c.system, c.workload, c.policy), []).append(m)
             self.testbeds.setdefault(c.testbed, []).append(m)
-        # The testbed's phases from the cells that booted (all, if none did).
+        # The testbed's phases from the cells that booted (all, if none did), and from those
+        # that took over a kept guest (none, if none did).
         self.booted = {t: [m for m in ms if not m.kept_guest] or ms
                        for t, ms in self.testbeds.items()}
+        self.kept = {t: [m for m in ms if m.kept_guest] for t, ms in self.testbeds.items()}
 
     def _set_of(self, cell: Cell) -> tuple[tuple, str]:
         key = (cell.testbed, cell.system, cell.workload, cell.policy)
@@ -332,18 +335,20 @@ class Model:
             f"no measured cell of {cell.testbed}-{cell.system}-{cell.workload} (nor a "
             f"stand-in) to calibrate its cells on: --calibrate a run that has them")
 
-    def cell(self, plan: CellPlan) -> CellModel:
+    def cell(self, plan: CellPlan, kept: bool = False) -> CellModel:
+        """``plan``'s model; ``kept``: the cell takes over a guest an earlier cell booted
+        (its testbed's phases those of the measured cells that did, if any did)."""
         key, note = self._set_of(plan.cell)
         if plan.cell.testbed not in self.testbeds:
             raise EstimateError(f"no measured cell of testbed {plan.cell.testbed}")
         target = units(plan)
         group = [p for p in cellphases.ORDER if p not in TESTBED_PHASES]
         group_s = np.array([sum(m.phase_s(p, target) for p in group) for m in self.sets[key]])
+        testbed = (kept and self.kept[plan.cell.testbed]) or self.booted[plan.cell.testbed]
         testbed_s = np.array([sum(m.phase_s(p, target) for p in TESTBED_PHASES)
-                              for m in self.booted[plan.cell.testbed]])
+                              for m in testbed])
         means = {p: float(np.mean([m.phase_s(p, target) for m in (
-            self.booted[plan.cell.testbed] if p in TESTBED_PHASES else self.sets[key])]))
-            for p in cellphases.ORDER}
+            testbed if p in TESTBED_PHASES else self.sets[key])])) for p in cellphases.ORDER}
         source = "-".join(map(str, key)) + (f", from {note}" if note else "")
         return CellModel(plan, group_s, testbed_s, means, source)
 
@@ -500,6 +505,7 @@ class Job:
     on_node: bool = True        # False: a rule run where Snakemake runs
     model: CellModel | None = None
     draws: np.ndarray | None = None
+    kept_guest: bool = False    # a cell that takes over a guest an earlier cell booted
 
 
 @dataclass
@@ -667,6 +673,21 @@ def _build_rules(cells: list[CellPlan]) -> list[str]:
     return [r for r in BUILD_NEEDS if r in need]
 
 
+def kept_guests(cells: list[CellPlan]) -> set[str]:
+    """Of a run on one node (Snakemake running the cells), the cells that take over a guest
+    an earlier cell booted (run/guests.py): every vm cell of a machine but one, where its
+    plan keeps guests. (A cluster job boots its cell's VM.)"""
+    seen, kept = set(), set()
+    for c in cells:
+        if c.vm is None or not c.vm.keeps_guest:
+            continue
+        machine = json.dumps(c.vm.machine, sort_keys=True)
+        if machine in seen:
+            kept.add(c.id)
+        seen.add(machine)
+    return kept
+
+
 def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Cluster,
              builds: bool, motivation: bool,
              matrix: set[str] | None = None) -> tuple[list[Job], list[str]]:
@@ -693,12 +714,14 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
             build_names.append(rule)
     extra = float(np.mean(times.cell_job_extra_s)) if (
         times.cell_job_extra_s and cluster.executor == "local") else 0.0
-    models = [model.cell(c) for c in cells]
+    kept = kept_guests(cells) if cluster.executor == "local" else set()
+    models = [model.cell(c, kept=c.id in kept) for c in cells]
     # Longest first: the list's order is the schedule's among cells ready together.
     models.sort(key=lambda m: (-m.mean_s, m.plan.id))
     for m in models:
         out.append(Job(m.plan.id, "cell", m.mean_s / cluster.speed + extra, None,
-                       tuple(build_names), priority=10, model=m))
+                       tuple(build_names), priority=10, model=m,
+                       kept_guest=m.plan.id in kept))
     parse_done = []
     for m in models:
         written = units(m.plan)["written_bytes"] if m.plan.vm is not None else 0.0

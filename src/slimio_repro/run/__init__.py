@@ -13,7 +13,7 @@ from ..agent import run_cell as run_here
 
 from ..plan import CellPlan
 from ..testbed import vm
-from . import bench, faults, finished, guests, leases
+from . import bench, calibrate, faults, finished, guests, leases
 
 
 def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: int = 1) -> Path:
@@ -27,4 +27,4 @@ def run_cell(plan: CellPlan, out_dir: Path, box: Path | None = None, attempt: in
     return run_here(plan, out_dir, attempt=attempt)
 
 
-__all__ = ["bench", "faults", "finished", "guests", "leases", "run_cell"]
+__all__ = ["bench", "calibrate", "faults", "finished", "guests", "leases", "run_cell"]

@@ -64,7 +64,7 @@ def why_fresh(plan: CellPlan) -> str | None:
     """Why ``plan``'s guest cannot be kept for a next cell (None: it can)."""
     if not plan.vm.reuse_guest:
         return "testbeds.vm.reuse_guest is false"
-    if plan.vm.device.emulator != "qemu":
+    if not plan.vm.keeps_guest:
         return (f"the device profile {plan.vm.device.name} is {plan.vm.device.emulator}'s, "
                 "whose FTL state nothing resets")
     if "SLURM_JOB_ID" in os.environ:

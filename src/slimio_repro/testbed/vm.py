@@ -745,12 +745,9 @@ class FreshGuests:
 def guest_key(plan: CellPlan, box_file: Path) -> str:
     """What makes two cells' VMs the same machine: everything :func:`spec` takes from the
     plan and the box (the device profile, accelerator, CPU, size, emulator, pool)."""
-    vm = plan.vm
     record = json.loads(box_file.with_suffix(".json").read_text())
-    facts = {"profile": vm.device.as_dict(), "accel": vm.accel, "tcg_cpu": vm.tcg_cpu,
-             "cpus": vm.cpus, "memory_mb": vm.memory_mb, "emulator_path": vm.emulator_path,
-             "storage_pool": vm.storage_pool, "boot_timeout_s": vm.boot_timeout_s,
-             "box": record["inputs_sha256"], "box_file": str(box_file.resolve())}
+    facts = {**plan.vm.machine, "box": record["inputs_sha256"],
+             "box_file": str(box_file.resolve())}
     return hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).hexdigest()
 
 

@@ -1,0 +1,179 @@
+"""How long a profile's run takes on this host: ``slimio-repro calibrate`` (``make calibrate``).
+
+:data:`CALIBRATION_CELLS` run here, each in a VM booted for it: the smoke profile's two
+no-persistence cells, one of each workload (redis-benchmark's SETs, and YCSB's JVM, load and
+run), about 40 s of their own work after two boots, two minutes in all. What the reference
+run's cells of the same sets did, over what they did here (the cells' own phases, not the
+testbed's: the reference has one boot, too few to compare with), is this host's speed.
+:func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this host at that speed
+(one node, Snakemake running the cells, the builds cached), calibrated on the reference run's
+cells and Snakemake log: the expected wall time and its interval.
+
+The reference (:data:`paths.SMOKE_REFERENCE`) is a smoke run of one host (its CPU is in every
+cell's provenance), captured by tests/fixtures/estimate/capture.py. The result is written to
+``<build_dir>/calibration.json``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+from .. import paths
+from .. import plan as planmod
+from ..agent import layout, provenance
+
+# The cells that measure this host: the smoke profile's no-persistence cells, one of each
+# workload (the smoke run's work is a third redis-benchmark's, two thirds YCSB's).
+CALIBRATION_CELLS = ("vm-nopersist-redis-benchmark-none-r1", "vm-nopersist-ycsb-a-none-r1")
+SMOKE_PROFILE = paths.CONFIG_DIR / "profiles" / "smoke.yaml"
+
+
+class CalibrationError(RuntimeError):
+    pass
+
+
+def calibration_plans(build_dir: Path, out: Path) -> list[planmod.CellPlan]:
+    """:data:`CALIBRATION_CELLS`' plans: the smoke profile's, their results under ``out``,
+    each VM booted for its cell (not kept)."""
+    config = planmod.load([paths.CONFIG_DIR / "config.yaml", SMOKE_PROFILE],
+                          {"results_dir": str(out), "build_dir": str(build_dir)})
+    plan = planmod.make(config)
+    cells = [plan.cell(c) for c in CALIBRATION_CELLS]
+    return [dataclasses.replace(c, vm=dataclasses.replace(c.vm, reuse_guest=False))
+            for c in cells]
+
+
+def reference_model(reference: Path = paths.SMOKE_REFERENCE) -> planmod.Model:
+    measured, _ = planmod.measured_cells(reference)
+    if not measured:
+        raise CalibrationError(f"{reference} has no measured cell to compare with")
+    return planmod.Model(measured)
+
+
+def own_work_s(phases_s: dict[str, float]) -> float:
+    """A cell's own work: its phases less the testbed's (boot, provision, guest overhead,
+    teardown)."""
+    return sum(v for p, v in phases_s.items() if p not in planmod.TESTBED_PHASES)
+
+
+def reference_work_s(cell_plan: planmod.CellPlan, model: planmod.Model) -> float:
+    """What the reference host's cells of ``cell_plan``'s set did of its own work (mean)."""
+    return float(model.cell(cell_plan).group_s.mean())
+
+
+def speed_of(cell_plans: list[planmod.CellPlan], phases: list[dict[str, float]],
+             model: planmod.Model) -> float:
+    """How many times faster this host did ``cell_plans``' own work (each one's ``phases``
+    less the testbed's) than the reference host did their sets'."""
+    work = [own_work_s(p) for p in phases]
+    for plan, w, p in zip(cell_plans, work, phases):
+        if not w > 0:
+            raise CalibrationError(f"{plan.id} recorded no time in its own phases "
+                                   f"({', '.join(sorted(p)) or 'none'})")
+    return sum(reference_work_s(c, model) for c in cell_plans) / sum(work)
+
+
+def cell_phases(raw: Path) -> dict[str, float]:
+    try:
+        prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
+    except (OSError, ValueError) as exc:
+        raise CalibrationError(f"{raw}: cannot read {layout.RAW_PROVENANCE} ({exc})") from None
+    return dict(prov.get("phases_s") or {})
+
+
+def predict(config: dict, speed: float, reference: Path = paths.SMOKE_REFERENCE,
+            host: planmod.Host | None = None, draws: int = 1000) -> planmod.Estimate:
+    """The run of ``config`` on this host (one node, Snakemake running the cells, the builds
+    cached) at ``speed`` times the reference host's."""
+    host = host or planmod.Host.this()
+    cluster = planmod.Cluster(name="this host", nodes=1, cpus=host.cpus,
+                               memory_mb=host.memory_mb, kvm=host.accel_verdict == "kvm",
+                               speed=speed, executor="local")
+    try:
+        return planmod.estimate_run(config, cluster, reference, builds=False, draws=draws)
+    except planmod.EstimateError as exc:
+        raise CalibrationError(
+            f"{exc}. The reference ({reference}) has the smoke profile's vm cells only: for "
+            "another matrix, give `slimio-repro estimate --cluster config/clusters/this-host"
+            ".yaml --speed S --calibrate RESULTS_DIR` a run that measured its cells") from None
+
+
+def run(config: dict, build_dir: Path, reference: Path = paths.SMOKE_REFERENCE,
+        measured: list[Path] | None = None, draws: int = 1000) -> dict:
+    """Run the calibration cells here (or take ``measured``, finished runs of them: their
+    raw directories, named after the cells), write ``build_dir``/calibration.json and return
+    it."""
+    from . import leases, run_cell
+    model = reference_model(reference)
+    work_dir = build_dir / "calibration"
+    plans = calibration_plans(build_dir, work_dir / "results")
+    if measured:
+        by_name = {Path(m).name: Path(m) for m in measured}
+        missing = [p.id for p in plans if p.id not in by_name]
+        if missing:
+            raise CalibrationError(f"--measured has no raw directory of {', '.join(missing)} "
+                                   f"(the calibration cells are {', '.join(CALIBRATION_CELLS)})")
+        raws = [by_name[p.id] for p in plans]
+    else:
+        box = build_dir / paths.BOX_PATTERN
+        if not box.is_file():
+            raise CalibrationError(f"no guest box at {box}: build it first (`make "
+                                   "calibrate` does: snakemake --cores all build_guest_box)")
+        raws = []
+        for cell_plan in plans:
+            raw = paths.Paths(work_dir / "results", build_dir).cell_raw(cell_plan.cell)
+            shutil.rmtree(raw, ignore_errors=True)
+            with leases.held(cell_plan, raw):
+                run_cell(cell_plan, raw, box)
+            raws.append(raw)
+    phases = [cell_phases(r) for r in raws]
+    speed = speed_of(plans, phases, model)
+    e = predict(config, speed, reference, draws=draws)
+    lo, hi = e.interval_s
+    record = {
+        "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "host": provenance.node_class(provenance.host()),
+        "calibration_cells": {
+            p.id: {"total_s": round(sum(ph.values()), 1),
+                   "own_work_s": round(own_work_s(ph), 1),
+                   "reference_own_work_s": round(reference_work_s(p, model), 1)}
+            for p, ph in zip(plans, phases)},
+        "reference": str(reference.relative_to(paths.REPO_ROOT)
+                         if reference.is_relative_to(paths.REPO_ROOT) else reference),
+        "reference_host": sorted({m.node_class for m in model.cells if m.node_class}),
+        "speed": round(speed, 3),
+        "profile": e.profile,
+        "predicted_s": round(e.makespan_s, 1),
+        "interval_s": [round(lo, 1), round(hi, 1)],
+        "cells": len(e.cells),
+    }
+    build_dir.mkdir(parents=True, exist_ok=True)
+    (build_dir / paths.CALIBRATION_FILE).write_text(json.dumps(record, indent=1) + "\n")
+    return record
+
+
+def summary(record: dict) -> str:
+    lo, hi = record["interval_s"]
+    cells = record["calibration_cells"]
+    here = sum(c["own_work_s"] for c in cells.values())
+    there = sum(c["reference_own_work_s"] for c in cells.values())
+    return (f"calibration: {len(cells)} cells' own work took {here:.1f} s here against "
+            f"{there:.1f} s on the reference host "
+            f"({'; '.join(record['reference_host']) or 'unrecorded'}): speed "
+            f"{record['speed']:.2f}\n"
+            f"predicted: profile {record['profile']}, {record['cells']} cells, builds cached, "
+            f"on this host ({record['host']}): {record['predicted_s'] / 60:.1f} min "
+            f"({lo / 60:.1f}-{hi / 60:.1f})\n")
+
+
+def load(build_dir: Path) -> dict | None:
+    """The last calibration of ``build_dir`` (None if there is none)."""
+    f = build_dir / paths.CALIBRATION_FILE
+    try:
+        return json.loads(f.read_text())
+    except (OSError, ValueError):
+        return None
