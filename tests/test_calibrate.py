@@ -4,16 +4,17 @@ The reference (results/reference/smoke-run) is a real smoke run with kept guests
 booted its VM, the 21 others took it over with their namespace made blank.
 """
 
+import dataclasses
 import json
-import shutil
+import math
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import REPO
 from slimio_repro import paths, plan as planmod
-from slimio_repro.agent import layout
 from slimio_repro.plan import estimate
 from slimio_repro.plan.checks import Host
 from slimio_repro.run import calibrate
@@ -97,6 +98,9 @@ def test_calibrate_on_measured_cells_writes_the_speed_and_the_prediction(tmp_pat
     assert record["profile"] == "smoke" and 0.9 < record["speed"] < 1.1, record
     lo, hi = record["interval_s"]
     assert lo <= record["predicted_s"] <= hi and record["cells"] == 22
+    # The speed's own noise (a 5 % log spread here) widens the interval beyond the
+    # reference cells' spread alone (0.9 min wide at one speed).
+    assert 0.03 < record["speed_log_sd"] < 0.1 and hi - lo > 0.1 * record["predicted_s"]
     assert "speed" in proc.stdout and "predicted: profile smoke, 22 cells" in proc.stdout
     assert calibrate.load(tmp_path) == record
     # One cell's run is not enough: the command names the other.
@@ -120,3 +124,35 @@ def test_a_profile_the_reference_did_not_measure_is_refused_with_what_to_do():
         calibrate.predict(planmod.load([paths.CONFIG_DIR / "config.yaml",
                                         paths.CONFIG_DIR / "profiles" / "ci.yaml"]),
                           1.0, REFERENCE, REFERENCE_HOST, draws=10)
+
+
+def test_a_cells_noise_is_recovered_from_its_sets_repetitions():
+    """Known truth: every set of the reference measured 40 times, each cell's own work its
+    set's mean times a lognormal factor of spread 0.2; the estimate from consecutive
+    repetitions is 0.2 within 10 %."""
+    rng = np.random.default_rng(7)
+    model = calibrate.reference_model(REFERENCE)
+    cells = []
+    for members in model.sets.values():
+        m = members[0]
+        for rep in range(1, 41):
+            plan = dataclasses.replace(m.plan, cell=dataclasses.replace(m.plan.cell, rep=rep))
+            cells.append(dataclasses.replace(
+                m, plan=plan, phases_s={"workload": 20.0 * math.exp(rng.normal(0, 0.2)),
+                                        "boot": 30.0}))
+    assert calibrate.cell_noise(estimate.Model(cells)) == pytest.approx(0.2, rel=0.10)
+
+
+def test_the_speeds_spread_is_what_its_cells_noise_gives():
+    """Simulation with a known speed (1.3) and noise (the reference's): the calibration's
+    speed, drawn 20000 times, has the log spread :func:`calibrate.speed_log_sd` says
+    (within 5 %), and is unbiased in the log (within 1 %)."""
+    rng = np.random.default_rng(11)
+    model = calibrate.reference_model(REFERENCE)
+    plans = calibrate.calibration_plans(REPO / "build", REPO / "results")
+    ref = np.array([calibrate.reference_work_s(p, model) for p in plans])
+    sigma = calibrate.cell_noise(model)
+    measured = ref / 1.3 * np.exp(rng.normal(0, sigma, (20000, len(ref))))
+    logs = np.log(ref.sum() / measured.sum(axis=1))
+    assert logs.std() == pytest.approx(calibrate.speed_log_sd(plans, model), rel=0.05)
+    assert logs.mean() == pytest.approx(math.log(1.3), abs=0.01)

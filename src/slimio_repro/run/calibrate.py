@@ -2,23 +2,31 @@
 
 :data:`CALIBRATION_CELLS` run here, each in a VM booted for it: the smoke profile's two
 no-persistence cells, one of each workload (redis-benchmark's SETs, and YCSB's JVM, load and
-run), about 40 s of their own work after two boots, two minutes in all. What the reference
-run's cells of the same sets did, over what they did here (the cells' own phases, not the
-testbed's: the reference has one boot, too few to compare with), is this host's speed.
-:func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this host at that speed
-(one node, Snakemake running the cells, the builds cached), calibrated on the reference run's
-cells and Snakemake log: the expected wall time and its interval.
+run): 35 s of their own work after two boots, 90 s in all on the reference host's kind. What
+the reference run's cells of the same sets did, over what they did here (the cells' own
+phases, not the testbed's: the reference has one boot, too few to compare with), is this
+host's speed. :func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this
+host at that speed (one node, Snakemake running the cells, the builds cached), calibrated on
+the reference run's cells and Snakemake log: the expected wall time and its interval.
+
+The interval also carries the calibration's own noise: a cell's own work varies from one
+repetition to the next by a factor of lognormal spread :func:`cell_noise` (measured on the
+reference run's pairs of repetitions), so the speed, a work-weighted mean of two cells, has
+:func:`speed_log_sd`. The interval runs from the estimate's 5th percentile at the speed
+1.645 of those above to its 95th at 1.645 below. The host's drift between the calibration
+and the run is not in it.
 
 The reference (:data:`paths.SMOKE_REFERENCE`) is a smoke run of one host (its CPU is in every
 cell's provenance), captured by tests/fixtures/estimate/capture.py. The result is written to
 ``<build_dir>/calibration.json``.
 """
-
 from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import shutil
+import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,6 +38,8 @@ from ..agent import layout, provenance
 # workload (the smoke run's work is a third redis-benchmark's, two thirds YCSB's).
 CALIBRATION_CELLS = ("vm-nopersist-redis-benchmark-none-r1", "vm-nopersist-ycsb-a-none-r1")
 SMOKE_PROFILE = paths.CONFIG_DIR / "profiles" / "smoke.yaml"
+# A two-sided 90 % interval of a normal variable: +-1.645 standard deviations.
+Z90 = 1.645
 
 
 class CalibrationError(RuntimeError):
@@ -77,6 +87,28 @@ def speed_of(cell_plans: list[planmod.CellPlan], phases: list[dict[str, float]],
     return sum(reference_work_s(c, model) for c in cell_plans) / sum(work)
 
 
+def cell_noise(model: planmod.Model) -> float:
+    """The standard deviation of the log of a cell's own work between repetitions of its
+    set, from the sets ``model`` measured twice or more: of log(r_a / r_b) over each set's
+    pairs, over the square root of 2 (two cells' noise in each ratio)."""
+    logs = []
+    for cells in model.sets.values():
+        work = sorted((m.plan.cell.rep, own_work_s(m.phases_s)) for m in cells)
+        logs += [math.log(a / b) for (_, a), (_, b) in zip(work, work[1:]) if a > 0 and b > 0]
+    if len(logs) < 2:
+        raise CalibrationError("the reference has too few sets measured twice to tell how "
+                               "much a cell's work varies")
+    return statistics.stdev(logs) / math.sqrt(2)
+
+
+def speed_log_sd(cell_plans: list[planmod.CellPlan], model: planmod.Model) -> float:
+    """The standard deviation of the log of :func:`speed_of`: each cell's own work a
+    lognormal sample of spread :func:`cell_noise`, weighted (to first order) by its share of
+    the reference's work."""
+    ref = [reference_work_s(c, model) for c in cell_plans]
+    return cell_noise(model) * math.sqrt(sum((r / sum(ref)) ** 2 for r in ref))
+
+
 def cell_phases(raw: Path) -> dict[str, float]:
     try:
         prov = json.loads((raw / layout.RAW_PROVENANCE).read_text())
@@ -91,8 +123,8 @@ def predict(config: dict, speed: float, reference: Path = paths.SMOKE_REFERENCE,
     cached) at ``speed`` times the reference host's."""
     host = host or planmod.Host.this()
     cluster = planmod.Cluster(name="this host", nodes=1, cpus=host.cpus,
-                               memory_mb=host.memory_mb, kvm=host.accel_verdict == "kvm",
-                               speed=speed, executor="local")
+                              memory_mb=host.memory_mb, kvm=host.accel_verdict == "kvm",
+                              speed=speed, executor="local")
     try:
         return planmod.estimate_run(config, cluster, reference, builds=False, draws=draws)
     except planmod.EstimateError as exc:
@@ -122,7 +154,7 @@ def run(config: dict, build_dir: Path, reference: Path = paths.SMOKE_REFERENCE,
         box = build_dir / paths.BOX_PATTERN
         if not box.is_file():
             raise CalibrationError(f"no guest box at {box}: build it first (`make "
-                                   "calibrate` does: snakemake --cores all build_guest_box)")
+                                   f"calibrate` does: snakemake --cores all {box})")
         raws = []
         for cell_plan in plans:
             raw = paths.Paths(work_dir / "results", build_dir).cell_raw(cell_plan.cell)
@@ -133,7 +165,9 @@ def run(config: dict, build_dir: Path, reference: Path = paths.SMOKE_REFERENCE,
     phases = [cell_phases(r) for r in raws]
     speed = speed_of(plans, phases, model)
     e = predict(config, speed, reference, draws=draws)
-    lo, hi = e.interval_s
+    sd = speed_log_sd(plans, model)
+    lo = predict(config, speed * math.exp(Z90 * sd), reference, draws=draws).interval_s[0]
+    hi = predict(config, speed * math.exp(-Z90 * sd), reference, draws=draws).interval_s[1]
     record = {
         "utc": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "host": provenance.node_class(provenance.host()),
@@ -146,6 +180,7 @@ def run(config: dict, build_dir: Path, reference: Path = paths.SMOKE_REFERENCE,
                          if reference.is_relative_to(paths.REPO_ROOT) else reference),
         "reference_host": sorted({m.node_class for m in model.cells if m.node_class}),
         "speed": round(speed, 3),
+        "speed_log_sd": round(sd, 3),
         "profile": e.profile,
         "predicted_s": round(e.makespan_s, 1),
         "interval_s": [round(lo, 1), round(hi, 1)],
@@ -164,7 +199,8 @@ def summary(record: dict) -> str:
     return (f"calibration: {len(cells)} cells' own work took {here:.1f} s here against "
             f"{there:.1f} s on the reference host "
             f"({'; '.join(record['reference_host']) or 'unrecorded'}): speed "
-            f"{record['speed']:.2f}\n"
+            f"{record['speed']:.2f} (x/ {math.exp(record['speed_log_sd']):.2f}, one "
+            f"standard deviation)\n"
             f"predicted: profile {record['profile']}, {record['cells']} cells, builds cached, "
             f"on this host ({record['host']}): {record['predicted_s'] / 60:.1f} min "
             f"({lo / 60:.1f}-{hi / 60:.1f})\n")
