@@ -15,8 +15,8 @@
 #   make decide      more repetitions only where a claim is undecided, within DECIDE_BUDGET of
 #                    cell time (default 30m): new -rN cells through the same pipeline, the
 #                    claims judged again look by look (results/claims/decide.yaml)
-#   make calibrate   this host's speed from one smoke cell in a VM booted for it (about a
-#                    minute, after the builds), and the PROFILE run it predicts here
+#   make calibrate   this host's speed from two smoke cells, each in a VM booted for it
+#                    (about 90 s, after the builds), and the PROFILE run it predicts here
 #                    (build/calibration.json)
 #   make nightly     the nightly regression over both paths: the bare ci profile and the VM
 #                    smoke profile, fresh, each compared with its committed reference
@@ -127,7 +127,7 @@ crash-campaign: setup-host
 	$(LOCAL) $(BIN)/snakemake --cores 1 crash_campaign \
 	  --configfile config/profiles/$(PROFILE).yaml $(SNAKEMAKE_ARGS)
 
-# The guest box first (the calibration cell runs in a VM), then the cell and the prediction.
+# The guest box first (the calibration cells run in VMs), then the cells and the prediction.
 calibrate: host-ready
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) build/box/slimio-guest.box
 	$(LOCAL) $(BIN)/slimio-repro calibrate --configfile config/config.yaml \

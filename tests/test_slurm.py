@@ -229,8 +229,9 @@ def test_the_estimate_from_the_local_runs_cells_is_within_15_percent_of_the_slur
 
     The SLURM run's cells re-run the local run's, and on a host other work shares they can
     run faster or slower by more than the tolerance (here 249 s of cells locally, 177 s
-    through SLURM, minutes apart). That difference is the host's, not the estimate's: the
-    measured wall time is compared less it (the same cells' time as the local run's)."""
+    through SLURM, minutes apart; the local run is the session's, up to half an hour
+    earlier). That difference is the host's, not the estimate's: the measured wall time is
+    compared less it (the same cells' time as the local run's)."""
     r = slurm_run
     overrides = {}
     for item in MATRIX:

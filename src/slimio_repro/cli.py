@@ -255,7 +255,7 @@ def cmd_estimate(args) -> int:
 
 
 def cmd_calibrate(args) -> int:
-    """This host's speed from one cell, and the profile's run it predicts here."""
+    """This host's speed from two smoke cells, and the profile's run it predicts here."""
     from .run import calibrate
     files = args.configfile or [paths.CONFIG_DIR / "config.yaml", calibrate.SMOKE_PROFILE]
     config = planmod.load(files, json.loads(args.set) if args.set else None)

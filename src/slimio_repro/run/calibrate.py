@@ -20,6 +20,7 @@ The reference (:data:`paths.SMOKE_REFERENCE`) is a smoke run of one host (its CP
 cell's provenance), captured by tests/fixtures/estimate/capture.py. The result is written to
 ``<build_dir>/calibration.json``.
 """
+
 from __future__ import annotations
 
 import dataclasses
