@@ -18,14 +18,11 @@ from slimio_repro import paths, plan as planmod
 from slimio_repro.plan import estimate
 from slimio_repro.plan.checks import Host
 from slimio_repro.run import calibrate
+from test_estimate import smoke_config
 
 REFERENCE = paths.SMOKE_REFERENCE
 # The reference run's host, as the plan's checks see it.
 REFERENCE_HOST = Host(cpus=2, memory_mb=24105, kvm_device=True, accel_verdict="tcg")
-
-
-def smoke_config() -> dict:
-    return planmod.load([paths.CONFIG_DIR / "config.yaml", calibrate.SMOKE_PROFILE])
 
 
 def reference_run() -> dict:

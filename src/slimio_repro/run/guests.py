@@ -3,9 +3,10 @@ blank again in between.
 
 Under TCG a cell's boot (Vagrant, the guest's kernel and systemd, SSH) costs more than many
 a smoke cell's workload (docs/explanation/pipeline.md has the times). With ``reuse_guest`` a
-cell that succeeded leaves its guest running, *parked*, for the next cell of the same run on the same machine (same
-box, device profile, accelerator, CPU and size: :func:`vm.guest_key`), which resets it
-(:func:`reset`) instead of booting. Every cell still starts from a device in the same state:
+cell that succeeded leaves its guest running, *parked*, for the next cell of the same run on
+the same machine (same box, device profile, accelerator, CPU and size:
+:func:`vm.guest_key`), which resets it (:func:`reset`) instead of booting. Every cell still
+starts from a device in the same state:
 
 * the namespace reads as zeros and holds no block: the host truncates its backing file to
   nothing and back to the namespace's size (what a new VM gets), and the guest drops its
