@@ -27,7 +27,9 @@ from slimio_repro.agent.server import RedisServer, free_port
 MIB = 1 << 20
 
 
-def one_run(bin_dir: Path, policy: str, requests: int, work: Path) -> float:
+def start_server(bin_dir: Path, work: Path, policy: str, **settings) -> RedisServer:
+    """A SlimIO server of ``bin_dir`` on a fresh 2 GiB device file in ``work`` (emptied
+    first), appendonly under ``policy``, no rewrites; ``settings``: more redis.conf lines."""
     shutil.rmtree(work, ignore_errors=True)
     work.mkdir(parents=True)
     dev = work / "slimio.dev"
@@ -39,9 +41,15 @@ def one_run(bin_dir: Path, policy: str, requests: int, work: Path) -> float:
         "port": port, "bind": "127.0.0.1", "dir": str(work), "logfile": str(work / "log"),
         "appendonly": "yes", "appendfsync": policy, "save": '""',
         "auto-aof-rewrite-percentage": 0, "slimio-device": str(dev),
-        "slimio-wal-size": "1024mb", "slimio-slot-size": "256mb"}.items()))
+        "slimio-wal-size": "1024mb", "slimio-slot-size": "256mb", **settings}.items()))
     server = RedisServer(bin_dir, conf, port, work / "log")
     server.start(60)
+    return server
+
+
+def one_run(bin_dir: Path, policy: str, requests: int, work: Path) -> float:
+    server = start_server(bin_dir, work, policy)
+    port = server.port
     try:
         out = subprocess.run(
             [str(bin_dir / "redis-benchmark"), "-p", str(port), "-t", "set", "-n",
@@ -53,10 +61,16 @@ def one_run(bin_dir: Path, policy: str, requests: int, work: Path) -> float:
         shutil.rmtree(work, ignore_errors=True)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def two_builds_parser(doc: str) -> argparse.ArgumentParser:
+    """The command line of a benchmark of two builds: BEFORE_BIN AFTER_BIN."""
+    ap = argparse.ArgumentParser(description=doc.split("\n")[0])
     ap.add_argument("before", type=Path, help="bin directory of the build before")
     ap.add_argument("after", type=Path, help="bin directory of the build after")
+    return ap
+
+
+def main() -> None:
+    ap = two_builds_parser(__doc__)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--requests", type=int, default=100_000)
     args = ap.parse_args()

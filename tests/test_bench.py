@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import statistics
 import subprocess
 from pathlib import Path
 
@@ -195,6 +196,7 @@ def test_the_no_io_bounds_refuse_a_directory_that_is_not_in_memory():
 @pytest.mark.parametrize("kw, message", [
     (dict(rounds=0), "--rounds 0"),
     (dict(requests=0), "--requests 0"),
+    (dict(snapshots=0), "--snapshots 0: take at least 1"),
     (dict(systems=["nopersist"]), "at least one system that persists"),
     (dict(fio_bin=Path("/nonexistent/fio")), "build_fio_pinned` \\(or pass --wal-only"),
 ])
@@ -235,7 +237,7 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
     out = tmp_path / "bench"
     proc = subprocess.run([str(VENV_BIN / "slimio-repro"), "bench", "--rounds", "2",
                            "--requests", "4000", "--warmup", "400", "--profile",
-                           "--out", str(out)],
+                           "--snapshots", "2", "--out", str(out)],
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
@@ -255,6 +257,18 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
         assert r["snapshot_s"] > 0 and r["snapshot_bytes"] > 0 and r["recovery_s"] >= 0
         assert ("recovery_bound_s" in r) == (r["system"] != "nopersist")
         assert ("snapshot_bound_s" in r) == (r["system"] == "slimio")
+    # Two snapshots per run, each SlimIO one beside its own bound; the run keeps their
+    # medians.
+    for r in runs:
+        each = r["snapshot_each"]
+        assert len(each) == 2, r
+        assert r["snapshot_s"] == statistics.median(e["snapshot_s"] for e in each)
+        if r["system"] == "slimio":
+            assert r["snapshot_bound_s"] == statistics.median(
+                e["snapshot_bound_s"] for e in each)
+            assert r["snapshot_thread_cpu_s"] == statistics.median(
+                e["snapshot_thread_cpu_s"] for e in each)
+    assert "snapshot_each" not in (out / "runs.csv").read_text().splitlines()[0]
     slim = [r for r in runs if r["system"] == "slimio"]
     # Under Always-Log each slimio run is held against one durable write per batch.
     for r in slim:
@@ -297,6 +311,7 @@ def test_bare_bench_runs_every_system_and_writes_its_tables(redis_bin, slimio_bi
         assert samples > 0 and "redis-server" in text and "cpu-clock" in text, p.name
     prov = json.loads((out / "provenance.json").read_text())
     assert prov["git"]["commit"] and len(prov["plans"]) == 5 and prov["profile"] is True
+    assert prov["snapshots_per_run"] == 2
     assert prov["where"]["tools"]["redis-server"] and prov["where"]["host"]["cpu_model"]
 
 

@@ -353,13 +353,18 @@ def test_bench_in_a_vm(tmp_path):
     out = tmp_path / "bench"
     proc = subprocess.run([sys.executable, "-m", "slimio_repro", "bench", "--testbed", "vm",
                            "--rounds", "1", "--requests", "2000", "--warmup", "200",
-                           "--out", str(out)], cwd=REPO, capture_output=True, text=True)
+                           "--snapshots", "2", "--out", str(out)], cwd=REPO,
+                          capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     runs = [json.loads(line) for line in (out / "runs.jsonl").read_text().splitlines()]
     assert sorted((r["policy_block"], r["system"]) for r in runs) == sorted(
         (p, s) for p in ("periodical", "always")
         for s in ("nopersist", "baseline", "slimio", "slimio-nofdp"))
     assert all(r["requests_completed"] == 2000 and r["aof_rewrites"] == 0 for r in runs)
+    # The guest took the snapshots per run it was asked for, SlimIO's each beside its bound.
+    assert all(len(r["snapshot_each"]) == 2 for r in runs)
+    assert all("snapshot_bound_s" in e for r in runs if r["system"] == "slimio"
+               for e in r["snapshot_each"])
     # Where the host's CPUs went during each run: the guest's vCPUs ran (a SET workload
     # keeps them busy), and no class used more cores than the host has.
     for r in runs:

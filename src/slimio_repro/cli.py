@@ -210,6 +210,7 @@ def cmd_bench(args) -> int:
     policies = args.policies.split(",") if args.policies else ["periodical", "always"]
     requests = args.requests or bench.DEFAULT_REQUESTS[testbed]
     warmup = requests // 10 if args.warmup is None else args.warmup
+    snapshots = bench.DEFAULT_SNAPSHOTS if args.snapshots is None else args.snapshots
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) if args.out else (
         paths.REPO_ROOT / config["results_dir"] / "bench" / f"{testbed}-{stamp}")
@@ -219,12 +220,12 @@ def cmd_bench(args) -> int:
         fio_bin = (paths.REPO_ROOT / config["build_dir"] / paths.FIO_PATTERN.format(
             version=fiobuild.load_pin()["version"])).resolve()
     bench.check(out, systems, args.rounds, requests, warmup, fio_bin,
-                perf_needed=args.profile and testbed == "bare")
+                perf_needed=args.profile and testbed == "bare", snapshots=snapshots)
     plans = planmod.bench_plans(config, testbed, systems, policies, requests, warmup)
     box = paths.REPO_ROOT / config["build_dir"] / paths.BOX_PATTERN
     print(bench.run(plans, out, args.rounds, warmup, box if testbed == "vm" else None,
                     persistence_phases=not args.wal_only, fio_bin=fio_bin,
-                    profile=args.profile), end="")
+                    profile=args.profile, snapshots=snapshots), end="")
     print(f"written: {out}")
     return 0
 
@@ -469,6 +470,8 @@ def main(argv: list[str] | None = None) -> int:
                    "a tenth of --requests)")
     p.add_argument("--wal-only", action="store_true", help="measure the SETs only: no "
                    "snapshot, recovery or no-I/O bounds after them")
+    p.add_argument("--snapshots", type=int, help="snapshots per run after its SETs, each "
+                   "beside its no-I/O bound; the run keeps their medians (default: 3)")
     p.add_argument("--profile", action="store_true", help="record every CPU with perf "
                    "(software clock, about 1 kHz) during each run's measured SETs; the "
                    "server's report and the machine's per command (idle included) go to "

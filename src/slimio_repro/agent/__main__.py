@@ -4,8 +4,8 @@ cell, in its VM: :mod:`.motivation`), and
 ``python3 -m slimio_repro.agent provision --plan-json F [--system S]`` (a VM made by hand),
 ``python3 -m slimio_repro.agent overwrite --plan-json F --out DIR ...`` (uniform random
 overwrites of the namespace: :mod:`.overwrite`), and
-``python3 -m slimio_repro.agent bench --plans-json F --rounds N --warmup N --out DIR`` (the
-bench's VM: :mod:`.bench`), and
+``python3 -m slimio_repro.agent bench --plans-json F --rounds N --warmup N --snapshots N
+--out DIR`` (the bench's VM: :mod:`.bench`), and
 ``python3 -m slimio_repro.agent check-device --device D [--i-own-this-device D]`` (what the
 bare testbed sees of an NVMe namespace, and why it would refuse it: :mod:`.nameddevice`;
 reads only).
@@ -66,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
                    "system and policy")
     b.add_argument("--rounds", type=int, required=True)
     b.add_argument("--warmup", type=int, required=True, help="warm-up SETs per run")
+    b.add_argument("--snapshots", type=int, required=True, help="snapshots per run, each "
+                   "beside its bound")
     b.add_argument("--out", required=True, help="where runs.jsonl goes")
     b.add_argument("--wal-only", action="store_true", help="no snapshot, recovery or bounds")
     b.add_argument("--profile", action="store_true", help="perf reports of each run's server "
@@ -91,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
             bench_runs.run(plans, args.rounds, args.warmup, Path(args.out),
                       say=lambda line: print(line, flush=True),
                       persistence_phases=not args.wal_only, fio_bin=layout.GUEST_FIO,
-                      profile=args.profile)
+                      profile=args.profile, snapshots=args.snapshots)
         except (bench_runs.BenchRunError, GuestError) as exc:
             print(f"slimio_repro.agent: error: {exc}", file=sys.stderr)
             return 2

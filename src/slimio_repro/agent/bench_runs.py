@@ -14,7 +14,8 @@ No rewrite runs during a bench: the plan's rewrite trigger is above the WAL a ru
 the paper's WAL-only phase. Each run records Redis's own count of rewrites, so a run where
 one happened anyway is visible. After the SETs (unless ``--wal-only``) each run takes an
 On-Demand-Snapshot and recovers from its storage, and measures their bounds beside them
-(:func:`run_one`, :mod:`.inmemory`).
+(:func:`run_one`, :mod:`.inmemory`). The snapshot is taken ``snapshots`` times, each beside
+its bound, and the run keeps the medians (:func:`snapshot_phase`).
 
 Standard library and redis-py only, like the rest of this sub-package.
 """
@@ -25,6 +26,7 @@ import dataclasses
 import json
 import shutil
 import signal
+import statistics
 import subprocess
 import time
 from contextlib import contextmanager
@@ -112,7 +114,7 @@ def storage(plan: CellPlan, scratch: Path):
 
 def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
             persistence_phases: bool = True, fio_bin: str | None = None,
-            profile: Path | None = None) -> dict:
+            profile: Path | None = None, snapshots: int = 1) -> dict:
     """One run (see the module docstring); its files stay in ``scratch``.
 
     With ``persistence_phases``, the measured SETs are followed by the snapshot and recovery
@@ -121,7 +123,8 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
     its RDB from memory), and for a system that persists, its own log loaded from memory by
     stock Redis. Each load is checked against the dataset's DEBUG DIGEST and size. A SlimIO
     run then measures its device's sequential read and write rates with fio (``fio_bin``;
-    the device bounds of a recovery and a snapshot).
+    the device bounds of a recovery and a snapshot). The snapshot phase runs ``snapshots``
+    times (:func:`snapshot_phase`).
 
     With ``profile``, perf samples the server (every thread) during the measured SETs and
     its report goes to that file (:func:`profiled`)."""
@@ -165,20 +168,7 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
             slim = server.client().info("slimio") if plan.is_slimio else {}
             if persistence_phases:
                 server.wait_idle(timeout)
-                server.bgsave(timeout)
-                snap = [e for e in redislog.snapshots(log.read_text())
-                        if e["kind"] == "on_demand_snapshot"][-1]
-                extra["snapshot_s"] = snap.get("child_duration_s", snap["duration_s"])
-                if "slimio_wait_s" in snap:
-                    extra["snapshot_wait_s"] = snap["slimio_wait_s"]
-                if "slimio_cpu_s" in snap:
-                    extra["snapshot_cpu_s"] = snap["slimio_cpu_s"]
-                    extra["snapshot_thread_cpu_s"] = snap["slimio_thread_cpu_s"]
-                extra["snapshot_bytes"] = (
-                    int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
-                    if plan.is_slimio else (data_dir / "dump.rdb").stat().st_size)
-                if plan.is_slimio:
-                    extra.update(snapshot_bound(server, log, timeout))
+                extra.update(snapshot_phase(plan, server, log, data_dir, timeout, snapshots))
                 before = dataset(server)
             server.shutdown()
         finally:
@@ -273,6 +263,43 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         if proc.returncode != 0:
             raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
         out.write_text(proc.stdout)
+
+
+def one_snapshot(plan: CellPlan, server: RedisServer, log: Path, data_dir: Path,
+                 timeout: float) -> dict:
+    """An On-Demand-Snapshot (BGSAVE), timed from the server log; in a SlimIO run, followed
+    by its no-I/O bound (:func:`snapshot_bound`)."""
+    server.bgsave(timeout)
+    snap = [e for e in redislog.snapshots(log.read_text())
+            if e["kind"] == "on_demand_snapshot"][-1]
+    out = {"snapshot_s": snap.get("child_duration_s", snap["duration_s"])}
+    if "slimio_wait_s" in snap:
+        out["snapshot_wait_s"] = snap["slimio_wait_s"]
+    if "slimio_cpu_s" in snap:
+        out["snapshot_cpu_s"] = snap["slimio_cpu_s"]
+        out["snapshot_thread_cpu_s"] = snap["slimio_thread_cpu_s"]
+    out["snapshot_bytes"] = (
+        int(server.client().info("slimio")["slimio_last_snapshot_bytes"])
+        if plan.is_slimio else (data_dir / "dump.rdb").stat().st_size)
+    if plan.is_slimio:
+        out.update(snapshot_bound(server, log, timeout))
+    return out
+
+
+def snapshot_phase(plan: CellPlan, server: RedisServer, log: Path, data_dir: Path,
+                   timeout: float, snapshots: int) -> dict:
+    """The snapshot phase: ``snapshots`` snapshots of the same dataset one after another (in
+    a SlimIO run each beside its bound). Each field is the median over them, and
+    ``snapshot_each`` keeps every one. A snapshot's time moves by tens of percent from one
+    to the next on a shared host, and under TCG its bound as much; the medians of a few,
+    each pair seconds apart, move less."""
+    each = [one_snapshot(plan, server, log, data_dir, timeout) for _ in range(snapshots)]
+    out = {k: statistics.median(e[k] for e in each) for k in each[0]}
+    out["snapshot_bytes"] = each[-1]["snapshot_bytes"]
+    if "snapshot_bound_bytes" in out:
+        out["snapshot_bound_bytes"] = each[-1]["snapshot_bound_bytes"]
+    out["snapshot_each"] = each
+    return out
 
 
 def snapshot_bound(server: RedisServer, log: Path, timeout: float) -> dict:
@@ -410,7 +437,7 @@ def recoveries(plan: CellPlan, bin_dir: Path, conf: Path, port: int, scratch: Pa
 
 def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
         say=print, persistence_phases: bool = True, fio_bin: str | None = None,
-        profile: bool = False) -> list[dict]:
+        profile: bool = False, snapshots: int = 1) -> list[dict]:
     """Every run of :func:`schedule`; one JSON line per run in ``out_dir``/runs.jsonl, and
     the host (or guest) it ran on in ``out_dir``/where.json. A run's own files are kept
     only when it fails (``out_dir``/failed-<n>/). With ``profile``, each run's perf report
@@ -427,7 +454,8 @@ def run(plans: list[CellPlan], rounds: int, warmup_requests: int, out_dir: Path,
         try:
             report = (out_dir / "profiles" / f"run-{i}-{plan.cell.system}-{block}.txt"
                       if profile else None)
-            got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin, report)
+            got = run_one(plan, warmup_requests, scratch, persistence_phases, fio_bin, report,
+                          snapshots)
         except Exception as exc:
             shutil.move(scratch, out_dir / f"failed-{i}")
             raise BenchRunError(f"run {i} ({plan.cell.system}, {plan.cell.policy}) failed: {exc}; "

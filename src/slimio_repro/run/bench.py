@@ -28,6 +28,9 @@ from ..testbed import hostcpu, vm as vmmod
 
 # Defaults per testbed: a few seconds per run on bare, about ten under TCG.
 DEFAULT_REQUESTS = {"bare": 150_000, "vm": 30_000}
+# Snapshots per run, each beside its bound; the run keeps their medians. One snapshot's ratio
+# to its bound moved over 0.91-1.72 in one VM bench's rounds.
+DEFAULT_SNAPSHOTS = 3
 DEFAULT_SYSTEMS = {"bare": ["nopersist", "baseline", "slimio"],
                    "vm": ["nopersist", "baseline", "slimio", "slimio-nofdp"]}
 # Ratios the bench reports per policy: (numerator, denominator).
@@ -259,8 +262,8 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
     import pandas as pd
     runs = _with_rates(runs)
     ratios, rates = _ratio_rows(runs), _rate_rows(runs)
-    pd.DataFrame(runs).drop(columns=["argv"], errors="ignore").to_csv(out_dir / "runs.csv",
-                                                                       index=False)
+    pd.DataFrame(runs).drop(columns=["argv", "snapshot_each"], errors="ignore").to_csv(
+        out_dir / "runs.csv", index=False)
     pd.DataFrame(ratios, columns=["policy", "metric", "ratio", "rounds", "median", "min",
                                   "max"]).to_csv(out_dir / "ratios.csv", index=False)
     about = (f"Testbed {prov['testbed']}, {prov['rounds']} rounds, {prov['requests']:,} SETs "
@@ -275,7 +278,8 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
 
 
 def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
-          warmup: int, fio_bin: Path | None = None, perf_needed: bool = False) -> None:
+          warmup: int, fio_bin: Path | None = None, perf_needed: bool = False,
+          snapshots: int = DEFAULT_SNAPSHOTS) -> None:
     """What the bench refuses before it plans anything, naming the option. ``fio_bin``: the
     bare bench's fio (for the device bounds), which must be built; ``perf_needed``: the
     bare bench's --profile, which needs perf here (the guest box has its own)."""
@@ -288,6 +292,9 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
     if rounds < 1 or requests < 1 or warmup < 0:
         raise BenchError(f"--rounds {rounds}, --requests {requests}, --warmup {warmup}: "
                          "rounds and requests must be at least 1, warm-up at least 0")
+    if snapshots < 1:
+        raise BenchError(f"--snapshots {snapshots}: take at least 1 snapshot per run (or "
+                         "pass --wal-only for none)")
     if not [s for s in systems if s != NOPERSIST]:
         raise BenchError(f"--systems {','.join(systems)}: name at least one system that "
                          "persists (the bound is compared with them)")
@@ -299,7 +306,8 @@ def check(out_dir: Path, systems: list[str], rounds: int, requests: int,
 
 def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
         box_file: Path | None = None, say=print, persistence_phases: bool = True,
-        fio_bin: Path | None = None, profile: bool = False) -> str:
+        fio_bin: Path | None = None, profile: bool = False,
+        snapshots: int = DEFAULT_SNAPSHOTS) -> str:
     """Run and summarize a bench of ``the_plans`` (:func:`slimio_repro.plan.bench_plans`);
     returns its Markdown."""
     testbed = the_plans[0].cell.testbed
@@ -310,16 +318,16 @@ def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
             "requests": w.requests, "warmup_requests": warmup, "clients": w.clients,
             "keyspace": w.keyspace, "key_size_bytes": w.key_size_bytes,
             "value_size_bytes": w.value_size_bytes, "persistence_phases": persistence_phases,
-            "profile": profile,
+            "snapshots_per_run": snapshots if persistence_phases else 0, "profile": profile,
             "git": provenance.git(),
             "utc_start": provenance.utc_now(), "plans": [p.to_dict() for p in the_plans]}
     out_dir.mkdir(parents=True, exist_ok=True)
     if testbed == "bare":
         runs = guest_bench.run(the_plans, rounds, warmup, out_dir, say, persistence_phases,
-                               str(fio_bin) if fio_bin else None, profile)
+                               str(fio_bin) if fio_bin else None, profile, snapshots)
     else:
         runs = _in_vm(the_plans, rounds, warmup, out_dir, box_file, say, prov,
-                      persistence_phases, profile)
+                      persistence_phases, profile, snapshots)
     where = json.loads((out_dir / "where.json").read_text())
     prov.update(where=where, utc_end=provenance.utc_now())
     return write(out_dir, runs, prov)
@@ -327,7 +335,7 @@ def run(the_plans: list[CellPlan], out_dir: Path, rounds: int, warmup: int,
 
 def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
            box_file: Path | None, say, prov: dict, persistence_phases: bool,
-           profile: bool = False) -> list[dict]:
+           profile: bool = False, snapshots: int = DEFAULT_SNAPSHOTS) -> list[dict]:
     """The runs inside one VM of the plans' vm testbed; its records copied into ``out_dir``."""
     if box_file is None or not box_file.is_file():
         raise BenchError(f"{box_file} is not built: run `snakemake --cores all "
@@ -357,7 +365,7 @@ def _in_vm(the_plans: list[CellPlan], rounds: int, warmup: int, out_dir: Path,
         try:
             proc = vmmod.guest_python(
                 vm, f"bench --plans-json {vmmod.GUEST_REPO_DIR}/plans.json --rounds {rounds} "
-                    f"--warmup {warmup} --out {guest_out}"
+                    f"--warmup {warmup} --snapshots {snapshots} --out {guest_out}"
                     + ("" if persistence_phases else " --wal-only")
                     + (" --profile" if profile else ""), {"plans.json": plans_json},
                 timeout=plan0.workload.timeout_s * len(the_plans) * rounds, clear=[guest_out])
