@@ -25,7 +25,7 @@ import tempfile
 from pathlib import Path
 
 from slimio_before_after import start_server, two_builds_parser
-from slimio_repro.agent import redislog
+from slimio_repro.agent import redislog, slimio
 from slimio_repro.agent.server import RedisServer
 
 
@@ -40,12 +40,10 @@ def start(bin_dir: Path, work: Path, keys: int, value_bytes: int) -> RedisServer
 
 
 def snapshot(server: RedisServer, sink: str) -> dict:
-    cli = server.client()
-    cli.config_set("slimio-snapshot-sink", sink)
-    try:
+    if sink == "discard":
+        slimio.discard_bgsave(server, 600)
+    else:
         server.bgsave(600)
-    finally:
-        cli.config_set("slimio-snapshot-sink", "device")
     last = redislog.snapshots(server.log_file.read_text())[-1]
     return {"s": last.get("child_duration_s", last["duration_s"]),
             "thread_cpu_s": last["slimio_thread_cpu_s"], "cpu_s": last["slimio_cpu_s"]}

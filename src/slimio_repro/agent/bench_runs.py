@@ -294,10 +294,8 @@ def snapshot_phase(plan: CellPlan, server: RedisServer, log: Path, data_dir: Pat
     to the next on a shared host, and under TCG its bound as much; the medians of a few,
     each pair seconds apart, move less."""
     each = [one_snapshot(plan, server, log, data_dir, timeout) for _ in range(snapshots)]
-    out = {k: statistics.median(e[k] for e in each) for k in each[0]}
-    out["snapshot_bytes"] = each[-1]["snapshot_bytes"]
-    if "snapshot_bound_bytes" in out:
-        out["snapshot_bound_bytes"] = each[-1]["snapshot_bound_bytes"]
+    out = {k: each[-1][k] if k.endswith("_bytes") else statistics.median(e[k] for e in each)
+           for k in each[0]}
     out["snapshot_each"] = each
     return out
 
