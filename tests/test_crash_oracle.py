@@ -134,3 +134,41 @@ def test_summary_judges_the_everysec_contract():
     assert not g["within_contract"] and g["failed_iterations"] == [0]
     assert "| slimio | always | 1 | 0 |" in campaign.render_md(summary_of(
         [record(policy="always", ok=False)]))
+
+
+def resp(*args: str) -> bytes:
+    return f"*{len(args)}\r\n".encode() + b"".join(
+        f"${len(a)}\r\n{a}\r\n".encode() for a in args)
+
+
+def transaction(client: int, op: int) -> bytes:
+    return (resp("MULTI") + resp("RPUSH", oracle.log_key(client), str(op))
+            + resp("SET", oracle.val_key(client, op % oracle.KEYS), oracle.value(client, op))
+            + resp("EXEC"))
+
+
+def test_open_transaction_names_the_operations_of_a_multi_without_its_exec():
+    whole = transaction(0, 7) + transaction(1, 3)
+    assert oracle.open_transaction(whole) == {}
+    assert oracle.open_transaction(b"") == {}
+    # Cut inside the SET: the RPUSH is whole, so operation 4 of client 1 dangles.
+    cut = whole + transaction(1, 4)[:-len(resp("EXEC")) - 10]
+    assert oracle.open_transaction(cut) == {1: [4]}
+    # Cut right after the MULTI: nothing of the transaction would run.
+    assert oracle.open_transaction(whole + resp("multi")) == {}
+    # Lower-case names, as a client may send them, are found too.
+    assert oracle.open_transaction(whole + resp("multi") + resp("rpush", "log:2", "9")) == \
+        {2: [9]}
+
+
+def test_an_iteration_cut_short_passes_with_one_check_and_is_counted():
+    r = record(system="baseline")
+    r["second"], r["cut_short"] = None, {"1": [9141]}
+    plan = campaign.CampaignPlan(**r["plan"])
+    o = campaign.Outcome(plan, first=campaign.Check(**r["first"]), cut_short={1: [9141]})
+    assert o.ok and not campaign.Outcome(plan, first=o.first).ok
+    s = summary_of([r, record(system="baseline")])
+    g = s["groups"][0]
+    assert g["cut_short"] == 1 and g["restarts"] == 3 and campaign.passed(s)
+    assert "valkey-io/valkey#4342): phase 2 skipped: baseline/periodical 1." in \
+        campaign.render_md(s)

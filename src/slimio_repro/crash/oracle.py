@@ -20,6 +20,7 @@ the server kept, in order. The check (:func:`check_client`) asks what a user rel
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -46,6 +47,38 @@ def log_key(client: int) -> str:
 
 def val_key(client: int, slot: int) -> str:
     return f"val:{client}:{slot}"
+
+
+def queue_operation(pipe, client: int, op: int) -> None:
+    """Queue operation ``op`` of ``client`` on a redis-py pipeline (four replies: MULTI's,
+    two QUEUED, EXEC's list)."""
+    pipe.execute_command("MULTI")
+    pipe.rpush(log_key(client), op)
+    pipe.set(val_key(client, op % KEYS), value(client, op))
+    pipe.execute_command("EXEC")
+
+
+# How stock Redis writes the workload's commands to its AOF (RESP, names as sent).
+_MULTI = re.compile(rb"\*1\r\n\$5\r\nMULTI\r\n", re.I)
+_EXEC = re.compile(rb"\*1\r\n\$4\r\nEXEC\r\n", re.I)
+_RPUSH = re.compile(rb"\*3\r\n\$5\r\nRPUSH\r\n\$\d+\r\nlog:(\d+)\r\n\$\d+\r\n(\d+)\r\n",
+                    re.I)
+
+
+def open_transaction(aof_tail: bytes) -> dict[int, list[int]]:
+    """Per client, the operations of a MULTI that ``aof_tail`` (an AOF's last bytes) ends
+    inside, without its EXEC; empty when it ends between transactions, or inside one
+    before any of its commands."""
+    multis = list(_MULTI.finditer(aof_tail))
+    if not multis:
+        return {}
+    rest = aof_tail[multis[-1].end():]
+    if _EXEC.search(rest):
+        return {}
+    ops: dict[int, list[int]] = {}
+    for m in _RPUSH.finditer(rest):
+        ops.setdefault(int(m[1]), []).append(int(m[2]))
+    return ops
 
 
 @dataclass
@@ -90,10 +123,7 @@ class Client(threading.Thread):
                 h.next_op += self.pipeline
                 pipe = cli.pipeline(transaction=False)
                 for k in ops:
-                    pipe.execute_command("MULTI")
-                    pipe.rpush(log_key(h.client), k)
-                    pipe.set(val_key(h.client, k % KEYS), value(h.client, k))
-                    pipe.execute_command("EXEC")
+                    queue_operation(pipe, h.client, k)
                 h.unknown = ops
                 try:
                     replies = pipe.execute(raise_on_error=False)
