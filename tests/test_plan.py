@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import yaml
 
 from conftest import REPO, snakemake
 from slimio_repro import paths
@@ -122,7 +123,38 @@ BAD = [
 ]
 
 
-@pytest.mark.parametrize("words, message", BAD, ids=[m.split(":")[0] for _, m in BAD])
+BAD_IDS = [m.split(":")[0] for _, m in BAD]
+# The mistakes a real dry run is refused with too: one each of the schema, the plan's sizes,
+# this host and the file system. The rest are checked in-process, through the calls the
+# workflow makes first, at a fraction of a Snakemake start each.
+BAD_DRY_RUN = [(w, m) for w, m in BAD if m.split(":")[0] in {
+    "matrix.repetitions", "testbeds.vm.cpus", "redis.tarball_dirs[0]"}] + [BAD[14]]
+
+
+def config_words(words: str) -> dict:
+    """``--config`` words as Snakemake reads them: KEY=VALUE, each value YAML, merged in order."""
+    out: dict = {}
+    for word in words.split("\n"):
+        key, value = word.split("=", 1)
+        out = planmod.merge(out, {key: yaml.safe_load(value)})
+    return out
+
+
+@pytest.mark.parametrize("words, message", BAD, ids=BAD_IDS)
+def test_bad_configuration_is_refused_at_planning_naming_the_key(words, message, tmp_path):
+    """What workflows/rules/common.smk does first: the defaults (the Snakefile's configfile)
+    with the --config words merged in, validated, then planned."""
+    results, build = tmp_path / "results", tmp_path / "build"
+    with pytest.raises(planmod.ConfigError) as exc:
+        config = planmod.load([paths.CONFIG_DIR / "config.yaml"], config_words(
+            words) | {"results_dir": str(results), "build_dir": str(build)})
+        planmod.make(config, None)
+    assert message in str(exc.value), str(exc.value)
+    assert not results.exists() and not build.exists(), "planning wrote something"
+
+
+@pytest.mark.parametrize("words, message", BAD_DRY_RUN,
+                         ids=[m.split(":")[0] for _, m in BAD_DRY_RUN])
 def test_bad_configuration_stops_the_dry_run_naming_the_key(words, message, tmp_path):
     results, build = tmp_path / "results", tmp_path / "build"
     proc = snakemake("-n", "--nolock", "--cores", "2", "reproduce", "--config",

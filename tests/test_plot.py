@@ -40,7 +40,7 @@ def drawn(pairs, tmp_path, monkeypatch):
     figures, save = [], plot._save
     monkeypatch.setattr(plot, "_save", lambda fig, outputs: (figures.append(fig),
                                                              save(fig, outputs)))
-    monkeypatch.setattr(plot.plt, "close", lambda fig: None)
+    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: None)
     outputs = [tmp_path / "figures" / "fig5_runtime_rps.png",
                tmp_path / "figures" / "fig5_runtime_rps.pdf"]
     plot.runtime_rps_figure("fig5_runtime_rps", [pairs["baseline"], pairs["slimio"]], outputs)
@@ -230,7 +230,7 @@ def captured(monkeypatch):
     figures, save = [], plot._save
     monkeypatch.setattr(plot, "_save", lambda fig, outputs: (figures.append(fig),
                                                              save(fig, outputs)))
-    monkeypatch.setattr(plot.plt, "close", lambda fig: None)
+    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: None)
     return figures
 
 

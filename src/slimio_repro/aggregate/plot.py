@@ -8,16 +8,11 @@ import itertools
 import json
 from pathlib import Path
 
-import matplotlib
+import pandas as pd
 
-matplotlib.use("agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import matplotlib.transforms as mtransforms  # noqa: E402
-import pandas as pd  # noqa: E402
-
-from ..labels import KIND_LABEL, POLICY_LABEL, SYSTEM_LABEL  # noqa: E402
-from .figures import RUNTIME_RPS_FIGURES  # noqa: E402
-from .reference import paper_rows  # noqa: E402
+from ..labels import KIND_LABEL, POLICY_LABEL, SYSTEM_LABEL
+from .figures import RUNTIME_RPS_FIGURES
+from .reference import paper_rows
 
 STYLE = Path(__file__).with_name("slimio.mplstyle")
 SHADE = {"wal_snapshot": ("tab:orange", KIND_LABEL["wal_snapshot"]),
@@ -58,6 +53,15 @@ PHASES = (("rps_wal_only", "WAL-Only"), ("rps_wal_snapshot", "WAL&Snapshot"))
 NOTE_GID = "paper-comparison"
 
 
+def pyplot():
+    """matplotlib's pyplot on the file-only backend, imported where first drawn: the import
+    takes about 0.3 s, and every Snakemake start imports this module through the workflow."""
+    import matplotlib
+    matplotlib.use("agg")
+    import matplotlib.pyplot as plt
+    return plt
+
+
 def draw_cell(ax, record: dict, series: pd.DataFrame, legend: bool = True) -> None:
     """The client's RPS over time, each snapshot of the cell shaded from its start to its end."""
     s = series.dropna(subset=["client_rps"])
@@ -79,7 +83,7 @@ def _save(fig, outputs: list[Path]) -> None:
     for out in outputs:
         Path(out).parent.mkdir(parents=True, exist_ok=True)
         fig.savefig(out)
-    plt.close(fig)
+    pyplot().close(fig)
 
 
 def caption_path(figure: Path) -> Path:
@@ -247,6 +251,7 @@ def runtime_rps_caption(name: str, records: list[dict]) -> list[str]:
 def cell_figure(record_path: Path, series_path: Path, outputs: list[Path]) -> None:
     record = json.loads(Path(record_path).read_text())
     series = pd.read_csv(series_path)
+    plt = pyplot()
     with plt.style.context(STYLE):
         fig, ax = plt.subplots(layout="constrained")
         draw_cell(ax, record, series)
@@ -264,6 +269,7 @@ def comparison_figure(pairs: list[tuple[Path, Path]], outputs: list[Path], title
     two sets of them on one axes would hide which drop belongs to which system. The notes sit
     outside the axes so that they hide none of the curve or the shaded periods.
     """
+    plt = pyplot()
     with plt.style.context(STYLE):
         fig, axes = plt.subplots(len(pairs), 1, sharex=True, sharey=True, squeeze=False,
                                  figsize=(10.0 if notes else 7.0, 0.6 + 2.2 * len(pairs)),
@@ -383,6 +389,8 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path], caption: Path | No
     paper's measured WAF as labelled horizontal lines; the caption
     (:func:`waf_sensitivity_caption`, about ``sequences``) written to ``caption`` (default:
     beside ``outputs[0]``)."""
+    plt = pyplot()
+    from matplotlib import ticker, transforms
     with plt.style.context(STYLE):
         fig, axes = plt.subplots(1, 4, figsize=(12, 3.4), layout="constrained", sharey=True)
         if frame.empty:
@@ -403,7 +411,7 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path], caption: Path | No
                         label=f"{series}, placement {key[3]}")
             if log2:
                 ax.set_xscale("log", base=2)
-                ax.xaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+                ax.xaxis.set_major_formatter(ticker.ScalarFormatter())
             if param == "deallocations":
                 ax.set_xticks([0, 1], ["no", "yes"])
                 ax.set_xlim(-0.2, 1.2)
@@ -414,8 +422,8 @@ def waf_sensitivity(frame: pd.DataFrame, outputs: list[Path], caption: Path | No
                            label=_paper_waf_label(system, policies, waf))
                 if ax is axes[-1]:
                     ax.text(1.01, waf, f"paper {SYSTEM_LABEL.get(system, system)} {waf:.2f}",
-                            transform=mtransforms.blended_transform_factory(ax.transAxes,
-                                                                            ax.transData),
+                            transform=transforms.blended_transform_factory(ax.transAxes,
+                                                                           ax.transData),
                             ha="left", va="center", fontsize=6, color=color)
         axes[0].set_ylabel("device WAF (ours modelled; paper measured)")
         handles, labels = axes[0].get_legend_handles_labels()

@@ -26,10 +26,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 from .. import paths as pathsmod
-from . import judge
+from . import judge, stats
 
 FORMAT = 1
 VERDICT_RANK = {judge.HOLDS: 0, judge.DIRECTION_ONLY: 1, judge.UNDECIDED: 2, judge.FAILS: 3,
@@ -99,8 +98,9 @@ def make_reference(runs: list[Path]) -> dict:
                            "reference is made from runs of one profile")
     quantities = {}
     keys = [k for k in prints[0]["quantities"] if all(k in p["quantities"] for p in prints)]
-    bonferroni = (stats.norm.ppf(1 - (1 - judge.CONFIDENCE) / 2 / max(len(keys), 1))
-                  / stats.norm.ppf(1 - (1 - judge.CONFIDENCE) / 2))
+    norm = stats.scipy_stats().norm
+    bonferroni = (norm.ppf(1 - (1 - judge.CONFIDENCE) / 2 / max(len(keys), 1))
+                  / norm.ppf(1 - (1 - judge.CONFIDENCE) / 2))
     for key in keys:                    # measured by every run: a stable reference
         qs = [p["quantities"][key] for p in prints]
         values = [q["value"] for q in qs]

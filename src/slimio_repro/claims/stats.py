@@ -28,11 +28,17 @@ import math
 from typing import Callable, Hashable, Mapping, Sequence
 
 import numpy as np
-from scipy import stats
 
 CONFIDENCE = 0.95
 # The most repetitions per cell set a plan of repetitions considers.
 MAX_REPETITIONS = 100
+
+
+def scipy_stats():
+    """scipy.stats, imported where first used: the import takes about 1 s, and every
+    Snakemake start imports this module through the workflow's claims."""
+    from scipy import stats
+    return stats
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,7 +80,7 @@ Value = Callable[[Mapping[Hashable, float]], float]
 @functools.lru_cache(maxsize=4096)
 def t_quantile(confidence: float, dof: float) -> float:
     """The two-sided t quantile (cached: plans of repetitions ask for many)."""
-    return float(stats.t.ppf(0.5 + confidence / 2, dof))
+    return float(scipy_stats().t.ppf(0.5 + confidence / 2, dof))
 
 
 def _effect(value: Value, log_scale: bool) -> Value:
@@ -194,18 +200,18 @@ def decide_probability(iv: Interval, edges: Sequence[float], n: np.ndarray | int
     s2_0, df_0 = prior if prior else (0.0, 0.0)
     u = (np.arange(SPREAD_DRAWS) + 0.5) / SPREAD_DRAWS
     # The true variance (axis 0), and the chi-square of the cells to come (axis 1).
-    s2 = ((max(iv.q, 0.0) * iv.df + s2_0 * df_0) / stats.chi2.ppf(u, iv.df + df_0))
+    s2 = ((max(iv.q, 0.0) * iv.df + s2_0 * df_0) / scipy_stats().chi2.ppf(u, iv.df + df_0))
     s2 = s2[:, None, None]
     dof = iv.groups * (ns - 1)
     new = np.maximum(dof - iv.df, 1e-9)
-    chi2 = stats.chi2.ppf(u[:, None], new)[None, :, :]
+    chi2 = scipy_stats().chi2.ppf(u[:, None], new)[None, :, :]
     q_n = (max(iv.q, 0.0) * iv.df + s2 * chi2) / (iv.df + new)      # the spread measured at n
-    half = stats.t.ppf(0.5 + conf / 2, dof) * np.sqrt(q_n * iv.groups / ns)
+    half = scipy_stats().t.ppf(0.5 + conf / 2, dof) * np.sqrt(q_n * iv.groups / ns)
     scale = np.sqrt(s2 * np.maximum(inverse_n - iv.groups / ns, 0.0))
 
     def cdf(x):
         safe = np.where(scale > 0, scale, 1.0)
-        return np.where(scale > 0, stats.norm.cdf((x - centre) / safe),
+        return np.where(scale > 0, scipy_stats().norm.cdf((x - centre) / safe),
                         (x >= centre).astype(float))
 
     # The undecided region: the union of [edge - half, edge + half] over the sorted edges.

@@ -284,9 +284,7 @@ SHORT_LABEL = {"snapshot_only": "Snapshot\nonly", "snapshot_wal": "Snapshot\n& W
 
 
 def plot_figure2(frame: pd.DataFrame, png: Path, pdf: Path, caption: str) -> None:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    plt = plot.pyplot()
     plt.style.use(str(plot.STYLE))
     order = list(SYSTEM_LABEL)
     systems = sorted(dict.fromkeys(frame["system"]),
