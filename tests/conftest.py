@@ -196,6 +196,15 @@ def tiny_bare_run(redis_bin, slimio_bin, tmp_path_factory) -> TinyRun:
     return TinyRun(results, seconds, log)
 
 
+def resp(*args) -> bytes:
+    """One command in RESP, as Redis's aofWrite writes it (arguments str, int or bytes)."""
+    out = b"*%d\r\n" % len(args)
+    for a in args:
+        a = a if isinstance(a, bytes) else str(a).encode()
+        out += b"$%d\r\n%s\r\n" % (len(a), a)
+    return out
+
+
 def first_data(path: Path, offset: int) -> int | None:
     """The first allocated byte at or after ``offset`` (SEEK_DATA), None if only holes follow
     (SlimIO's deallocation punches holes in a regular-file device)."""

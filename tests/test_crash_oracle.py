@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from conftest import resp
 from slimio_repro.crash import campaign, oracle
 
 
@@ -134,11 +135,6 @@ def test_summary_judges_the_everysec_contract():
     assert not g["within_contract"] and g["failed_iterations"] == [0]
     assert "| slimio | always | 1 | 0 |" in campaign.render_md(summary_of(
         [record(policy="always", ok=False)]))
-
-
-def resp(*args: str) -> bytes:
-    return f"*{len(args)}\r\n".encode() + b"".join(
-        f"${len(a)}\r\n{a}\r\n".encode() for a in args)
 
 
 def transaction(client: int, op: int) -> bytes:

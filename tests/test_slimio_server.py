@@ -29,7 +29,7 @@ import redis
 
 from slimio_repro.agent import inmemory
 from slimio_repro.agent.server import RedisServer, ServerError, free_port, processes
-from conftest import REPO, first_data
+from conftest import REPO, first_data, resp
 
 MIB = 1024 * 1024
 # Set in a guest only (see the module docstring).
@@ -686,11 +686,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
         return False
-
-
-def resp(*args: str) -> bytes:
-    return f"*{len(args)}\r\n".encode() + b"".join(
-        f"${len(a)}\r\n{a}\r\n".encode() for a in args)
 
 
 @pytest.mark.parametrize("second", ["kill", "shutdown"])

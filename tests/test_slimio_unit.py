@@ -14,7 +14,7 @@ import pytest
 
 from slimio_repro import paths
 from slimio_repro.agent.server import RedisServer, free_port, render_conf
-from conftest import first_data
+from conftest import first_data, resp
 
 
 @pytest.mark.parametrize("target", ["test", "test-asan"])
@@ -74,15 +74,6 @@ def inspect(admin, dev):
     proc = run_admin(admin, "inspect", "--device", str(dev), "--json")
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
-
-
-def resp(*args):
-    """One command in RESP, as Redis's aofWrite writes it."""
-    out = b"*%d\r\n" % len(args)
-    for a in args:
-        a = a if isinstance(a, bytes) else str(a).encode()
-        out += b"$%d\r\n%s\r\n" % (len(a), a)
-    return out
 
 
 def commands(size, tag, rng):

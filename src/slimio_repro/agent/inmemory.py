@@ -77,6 +77,17 @@ def write_manifest(aof_dir: Path, base: bool) -> None:
     (aof_dir / MANIFEST).write_text("\n".join(lines) + "\n")
 
 
+def newest_incr(aof_dir: Path) -> Path | None:
+    """The incremental AOF that Redis appends to: the manifest's ``type i`` file of the highest
+    seq (lines such as "file appendonly.aof.9.incr.aof seq 9 type i"); None without one."""
+    manifest = aof_dir / MANIFEST
+    if not manifest.exists():
+        return None
+    incr = [f.split() for f in manifest.read_text().splitlines()]
+    incr = [f for f in incr if len(f) == 6 and f[0] == "file" and f[5] == "i"]
+    return aof_dir / max(incr, key=lambda f: int(f[3]))[1] if incr else None
+
+
 def copy_aof_dir(src: Path, dest_parent: Path) -> int:
     """The baseline's AOF directory, copied into memory; returns its bytes."""
     dest = dest_parent / AOF_DIR
@@ -127,4 +138,4 @@ def load(bin_dir: Path, data_dir: Path, appendonly: bool, raw_dir: Path, name: s
 
 
 __all__ = ["InMemoryError", "MEMORY_ROOT", "copy_aof_dir", "fs_type", "load",
-           "memory_dir", "slimio_aof_dir", "write_manifest"]
+           "memory_dir", "newest_incr", "slimio_aof_dir", "write_manifest"]

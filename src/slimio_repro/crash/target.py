@@ -14,7 +14,7 @@ from pathlib import Path
 
 import redis
 
-from ..agent import server as guest_server
+from ..agent import inmemory, server as guest_server
 
 MIB = 1024 * 1024
 
@@ -133,20 +133,13 @@ class TargetServer:
         text = self.log.read_text(errors="replace").strip().splitlines()
         return " | ".join(line.split(" ", 4)[-1] for line in text[-lines:])
 
-
     def aof_tail(self, limit: int = 64 * 1024) -> bytes:
-        """Stock Redis: the last ``limit`` bytes of its newest incremental AOF, the file its
-        next writes are appended to (the manifest's incr file of the highest seq); b"" for
-        SlimIO or when there is none."""
-        manifest = self.data / "appendonlydir" / "appendonly.aof.manifest"
-        if self.system != "baseline" or not manifest.exists():
+        """Stock Redis: the last ``limit`` bytes of the incremental AOF its next writes are
+        appended to; b"" for SlimIO or when there is none."""
+        path = inmemory.newest_incr(self.data / inmemory.AOF_DIR) \
+            if self.system == "baseline" else None
+        if path is None:
             return b""
-        # Lines: "file appendonly.aof.9.incr.aof seq 9 type i".
-        incr = [f.split() for f in manifest.read_text().splitlines()]
-        incr = [f for f in incr if len(f) == 6 and f[0] == "file" and f[5] == "i"]
-        if not incr:
-            return b""
-        path = self.data / "appendonlydir" / max(incr, key=lambda f: int(f[3]))[1]
         with open(path, "rb") as f:
             f.seek(max(0, path.stat().st_size - limit))
             return f.read()
