@@ -21,6 +21,7 @@ import subprocess
 import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
 from typing import NamedTuple
 
@@ -84,7 +85,8 @@ def daemons() -> dict[str, int]:
 
 
 def sacct(*args: str) -> list[dict]:
-    fields = ["JobID", "JobName", "Comment", "State", "ExitCode", "NodeList", "AllocCPUS"]
+    fields = ["JobID", "JobName", "Comment", "State", "ExitCode", "NodeList", "AllocCPUS",
+              "Eligible", "End"]
     out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", ",".join(fields), *args],
                          capture_output=True, text=True, check=True).stdout
     return [dict(zip(fields, line.split("|"))) for line in out.splitlines() if line]
@@ -289,11 +291,11 @@ def strike(fault: str, job_id: str, node: str) -> None:
 def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_run):
     """A cell's job that SLURM requeues (preemption, node failure), whose node fails, whose
     step is killed, or that a user cancels, mid-cell: the run still completes with exit 0.
-    A requeued job runs again under its own id (SLURM holds it for about two minutes first);
-    a killed step's cell runs again in a new step of the same job (the job's own Snakemake
-    honours rule run_cell's retries); a cancelled job is submitted again by Snakemake as a
-    new job (the retries). Nothing of an interrupted attempt is left: no half-written cell,
-    mount or server."""
+    A requeued job runs again under its own id (SLURM holds it for cred_expire first: 30 s on
+    this host's cluster); a killed step's cell runs again in a new step of the same job (the
+    job's own Snakemake honours rule run_cell's retries); a cancelled job is submitted again
+    by Snakemake as a new job (the retries). Nothing of an interrupted attempt is left: no
+    half-written cell, mount or server."""
     slurm = slurm_run.slurm
     before = {}
     for cell in FAULTS:
@@ -340,6 +342,9 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
         os.kill(pid, signal.SIGKILL)
     assert set(struck) == set(FAULTS), (struck, output[-3000:])
     assert proc.returncode == 0, output[-5000:]
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True,
+                            check=True).stdout
+    cred_expire = int(re.search(r"cred_expire=(\d+)", config).group(1))
     assert len(stray) <= 1, stray
     for cell, fault in FAULTS.items():
         raw = slurm / "raw" / cell
@@ -354,11 +359,16 @@ def test_a_cell_whose_job_fails_mid_cell_is_redone_and_the_run_completes(slurm_r
         after = prov["node"]["slurm"]["job_id"]
         assert after != before[cell]
         # sacct's every record of the struck job (-D: a requeued job has one per start).
-        states = [j["State"] for j in sacct("-D", "-j", struck[cell])]
+        starts = sacct("-D", "-j", struck[cell])
+        states = [j["State"] for j in starts]
         if fault in ("requeue", "node-fails"):
             assert after == struck[cell], (cell, fault, after, struck[cell])
             assert states[-1] == "COMPLETED" and len(states) >= 2, (cell, states)
             assert states[0] in ("REQUEUED", "NODE_FAIL", "PREEMPTED"), (cell, states)
+            # Held for the cluster's cred_expire (the role's, not SLURM's default of 120 s).
+            held = (datetime.fromisoformat(starts[1]["Eligible"])
+                    - datetime.fromisoformat(starts[0]["End"])).total_seconds()
+            assert 0 < held <= cred_expire + 5, (cell, held, cred_expire, starts)
         elif fault == "step-killed":
             assert after == struck[cell], (cell, fault, after, struck[cell])
             assert prov["node"]["slurm"]["step_id"] != "0" and prov["attempt"] == 2, prov

@@ -6,6 +6,6 @@ Its cells run through the run stage (a motivation cell's guest side is
 this stage makes the tables, the figure and the records its claims are judged on
 (:mod:`.outputs`), with the modelled "under GC" scenario (the FTL model)."""
 
-from .outputs import aged_waf, table1, table2, with_derived, write_all
+from .outputs import aged_waf, records, table1, table2, with_derived, write_all
 
-__all__ = ["aged_waf", "table1", "table2", "with_derived", "write_all"]
+__all__ = ["aged_waf", "records", "table1", "table2", "with_derived", "write_all"]

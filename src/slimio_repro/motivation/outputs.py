@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .. import labels
+from .. import labels, paths
 from ..aggregate import plot, summary
 from ..ftl import FEMU_OP, Device, Geometry
 
@@ -361,12 +361,10 @@ def notes(df: pd.DataFrame) -> list[str]:
     return out
 
 
-def write_all(motivation_files: list[Path], table1_files: list[Path], results_dir: Path,
-              model: str = "femu-fdp", utilization: float = 0.75) -> list[Path]:
-    """Every motivation output under ``results_dir`` (tables/, figures/); their paths."""
-    tables, figures = results_dir / "tables", results_dir / "figures"
-    tables.mkdir(parents=True, exist_ok=True)
-    figures.mkdir(parents=True, exist_ok=True)
+def records(motivation_files: list[Path], table1_files: list[Path], model: str = "femu-fdp",
+            utilization: float = 0.75) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Table 1's cells, and the motivation cells with what is derived across them
+    (:func:`with_derived`, the modelled "under GC" scenario on the cells' own device)."""
     raw = load(motivation_files)
     device = None
     if "device_capacity_bytes" in raw and len(raw):
@@ -374,7 +372,16 @@ def write_all(motivation_files: list[Path], table1_files: list[Path], results_di
                   "ru_bytes": int(raw["device_ru_bytes"].iloc[0])}
     df = with_derived(raw, device, model, utilization)
     df["mot_gc_utilization"] = utilization if device is not None else math.nan
-    cells = load(table1_files)
+    return load(table1_files), df
+
+
+def write_all(motivation_files: list[Path], table1_files: list[Path], results_dir: Path,
+              model: str = "femu-fdp", utilization: float = 0.75) -> list[Path]:
+    """Every motivation output under ``results_dir`` (tables/, figures/); their paths."""
+    tables, figures = results_dir / "tables", results_dir / "figures"
+    tables.mkdir(parents=True, exist_ok=True)
+    figures.mkdir(parents=True, exist_ok=True)
+    cells, df = records(motivation_files, table1_files, model, utilization)
     written = []
     t1 = table1(cells)
     t1_notes = [
@@ -399,9 +406,9 @@ def write_all(motivation_files: list[Path], table1_files: list[Path], results_di
         *notes(df)]))
     written += [tables / "table2_fs_write_path_cpu.csv", tables / "table2_fs_write_path_cpu.md"]
     # The records the motivation's claims are judged on: Table 1's cells and these.
-    records = pd.concat([cells, df], ignore_index=True)
-    records.to_csv(tables / "motivation_cells.csv", index=False)
-    written.append(tables / "motivation_cells.csv")
+    pd.concat([cells, df], ignore_index=True).to_csv(results_dir / paths.MOTIVATION_TABLE,
+                                                     index=False)
+    written.append(results_dir / paths.MOTIVATION_TABLE)
     frame = figure2_frame(df)
     caption = ("Figure 2 (reproduced): (a) where each snapshot's time went: the snapshot "
                "child's main thread on its CPU (perf samples: in-memory work, kernel I/O "
