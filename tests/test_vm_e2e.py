@@ -343,6 +343,10 @@ def test_power_cut_campaign_in_a_vm(tmp_path):
         assert g["slots_passed"] == g["slots_checked"] and g["ok"] == 1
     assert json.loads((out / "campaign.json").read_text())["params"]["testbed"] == "vm"
     assert not set(_domains()) - before, "the campaign's VM was left behind"
+    # One Vagrant boot; each restart after a cut starts the domain again through libvirt.
+    log = (tmp_path / "work" / "vagrant.log").read_text()
+    assert log.count("$ vagrant up") == 1 and log.count("$ virsh start") >= 2, log[-3000:]
+    assert "no SSH at the last boot's address" not in log
 
 
 def test_bench_in_a_vm(tmp_path):
