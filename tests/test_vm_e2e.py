@@ -346,7 +346,7 @@ def test_power_cut_campaign_in_a_vm(tmp_path):
     # One Vagrant boot; each restart after a cut starts the domain again through libvirt.
     log = (tmp_path / "work" / "vagrant.log").read_text()
     assert log.count("$ vagrant up") == 1 and log.count("$ virsh start") >= 2, log[-3000:]
-    assert "no SSH at the last boot's address" not in log
+    assert vm.NO_SSH_AT_LAST_ADDRESS not in log
 
 
 def test_bench_in_a_vm(tmp_path):

@@ -275,15 +275,14 @@ class RunningVm:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             try:
-                if subprocess.run(["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR",
-                                   "-o", "ConnectTimeout=2", "default", "true"],
+                if subprocess.run(self._ssh_argv("true", "ConnectTimeout=2"),
                                   capture_output=True, timeout=30).returncode == 0:
                     return True
             except subprocess.TimeoutExpired:
                 pass            # connected, but the booting guest did not log in yet
             time.sleep(0.5)
         with open(self.log, "a") as fh:
-            fh.write(f"# no SSH at the last boot's address within {timeout_s:.0f} s\n")
+            fh.write(f"# {NO_SSH_AT_LAST_ADDRESS} within {timeout_s:.0f} s\n")
         return False
 
     @property
@@ -382,12 +381,16 @@ class RunningVm:
                 fh.truncate(size)
             os.chmod(image, 0o666)
 
+    def _ssh_argv(self, command: str, option: str) -> list[str]:
+        """ssh running ``command`` in the guest, with one more ssh ``-o`` option."""
+        return ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR", "-o", option,
+                "default", command]
+
     def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
             stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
-        cmd = ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR",
-               "-o", "ServerAliveInterval=30", "default", command]
-        proc = subprocess.run(cmd, input=stdin, stdout=stdout or subprocess.PIPE,
-                              stderr=subprocess.PIPE, timeout=timeout)
+        proc = subprocess.run(self._ssh_argv(command, "ServerAliveInterval=30"), input=stdin,
+                              stdout=stdout or subprocess.PIPE, stderr=subprocess.PIPE,
+                              timeout=timeout)
         with open(self.log, "a") as fh:
             fh.write(f"$ ssh guest {command}\n")
             if stdout is None:
@@ -451,6 +454,8 @@ HANG_BOOTS_ENV = "SLIMIO_REPRO_HANG_BOOTS"
 MUTE_BOOTS_ENV = "SLIMIO_REPRO_MUTE_BOOTS"
 HANG_CMDLINE = "break=top"
 MUTE_CMDLINE = "systemd.mask=ssh.service systemd.mask=ssh.socket"
+# What RunningVm.start_again logs when the restarted guest did not answer where it was.
+NO_SSH_AT_LAST_ADDRESS = "no SSH at the last boot's address"
 # vagrant up's line when the guest answered: a deadline passing after it is no hang.
 UP_READY = "Machine booted and ready!"
 
