@@ -46,6 +46,8 @@ BIN := $(VENV)/bin
 # a one-node cluster that is installed but stopped (as `make test` leaves it).
 LOCAL := PATH="$(abspath $(BIN)):$$PATH" SLURM_CONF=/dev/null
 STAMP := $(VENV)/.installed
+# The guest box (paths.BOX_PATTERN under the config's build_dir), with every build baked in.
+BOX := build/box/slimio-guest.box
 # The test runs print their 30 slowest tests: where the suite's time goes, from every run.
 PYTEST := PATH="$(abspath $(BIN)):$$PATH" $(BIN)/pytest -ra --durations=30
 
@@ -129,7 +131,7 @@ crash-campaign: setup-host
 
 # The guest box first (the calibration cells run in VMs), then the cells and the prediction.
 calibrate: host-ready
-	$(LOCAL) $(BIN)/snakemake --cores $(CORES) build/box/slimio-guest.box
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) $(BOX)
 	$(LOCAL) $(BIN)/slimio-repro calibrate --configfile config/config.yaml \
 	  --configfile config/profiles/$(PROFILE).yaml
 
@@ -138,7 +140,7 @@ BENCH_ARGS ?=
 # The VM bench needs the guest box; on bare, the two Redis builds and fio (device rates).
 bench: setup-host
 	$(LOCAL) $(BIN)/snakemake --cores $(CORES) \
-	  $(if $(filter vm,$(BENCH_TESTBED)),build/box/slimio-guest.box,build_redis build_fio_pinned)
+	  $(if $(filter vm,$(BENCH_TESTBED)),$(BOX),build_redis build_fio_pinned)
 	PATH="$(abspath $(BIN)):$$PATH" $(BIN)/slimio-repro bench --testbed $(BENCH_TESTBED) \
 	  $(BENCH_ARGS)
 
@@ -164,13 +166,15 @@ nightly: setup-host
 
 # The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
 # FEMU (tests/test_femu_e2e.py) too.
-# The fast tier runs on every CPU (pytest-xdist); the slow tier runs one test at a time, as
-# its VMs, builds and timed runs need the machine to themselves. Both run, whichever fails.
+# The fast tier runs on every CPU (pytest-xdist). Then the builds and the guest box, and the
+# slow tier in two lanes side by side, each one test at a time: the VM tests in one, the
+# host's in the other (tests/conftest.py's VM_LANE_MODULES). Both tiers run, whichever fails.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
 	status=0; \
 	$(PYTEST) -n auto -m "not slow" tests || status=1; \
-	$(PYTEST) -m "slow and not nightly" tests || status=1; \
+	$(LOCAL) $(BIN)/snakemake --cores $(CORES) $(BOX) || status=1; \
+	$(PYTEST) -n 2 --dist loadscope -m "slow and not nightly" tests || status=1; \
 	exit $$status
 
 # The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build

@@ -53,7 +53,7 @@ def test_a_hung_boot_is_retried_and_the_cell_completes(tmp_path):
     assert {"console-attempt1.log", "console-attempt2.log", "console.log"} <= \
         {p.name for p in (raw / "vm").iterdir()}
     assert "(initramfs)" in (raw / "vm" / "console-attempt1.log").read_text(errors="replace")
-    left = leases.leftovers([vmmod.work_dir(None)], [results], [])
+    left = leases.leftovers([vmmod.work_dir(None)], [results], [], own_runs_only=True)
     assert left == [], left
 
 

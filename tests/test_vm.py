@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -448,6 +449,47 @@ def test_a_kept_guests_lease_lives_with_its_snakemake_and_is_swept_after(tmp_pat
     done = leases.sweep()
     assert f"removed {guest}" in done and not guest.exists()
     assert keep.exists() and not dead.path.exists()
+
+
+def test_leftovers_of_own_runs_only_leave_another_runs_leases_vms_and_processes_out(
+        tmp_path, monkeypatch):
+    """A check of one run's leftovers (the fault campaign's, a test's) beside another
+    pipeline: that run's dead lease, VM directory and tagged process count, the other run's
+    do not; doctor's check (every run) counts both."""
+    from slimio_repro.run import leases
+    monkeypatch.setattr(leases, "LEASE_DIR", tmp_path / "leases")
+    monkeypatch.setattr(leases, "domain_exists", lambda d: False)
+    work = tmp_path / "vm"
+    mine, other = tmp_path / "mine" / "results", tmp_path / "other" / "results"
+    procs = []
+    try:
+        for results in (mine, other):
+            lid = vm.cell_vm_name(results, "bare-baseline-redis-benchmark-periodical-r1")
+            assert lid.startswith(vm.run_vm_prefix(results))
+            (work / lid).mkdir(parents=True)
+            leases.write(leases.Lease(
+                id=lid, cell="c", host=os.uname().nodename, pid=999999999, pid_start=1,
+                driver_pid=None, driver_start=None, partial="", vm_dir=str(work / lid),
+                domain=None, started_utc="2026-11-29T00:00:00Z"))
+            procs.append(subprocess.Popen(["sleep", "60"],
+                                          env={**os.environ, leases.CELL_ENV: lid}))
+        time.sleep(0.2)
+
+        def found(**kw):
+            """(kind, whether of ``mine``) of what the two runs left (another test's
+            tagged processes may run beside this one)."""
+            return sorted((f.kind, vm.run_vm_prefix(mine) in f.what)
+                          for f in leases.leftovers([work], [mine], [], **kw)
+                          if vm.run_vm_prefix(mine) in f.what
+                          or vm.run_vm_prefix(other) in f.what)
+        assert found(own_runs_only=True) == [("lease", True), ("process", True),
+                                              ("vm-dir", True)]
+        assert found() == [("lease", False), ("lease", True), ("process", False),
+                           ("process", True), ("vm-dir", False), ("vm-dir", True)]
+    finally:
+        for proc in procs:
+            proc.kill()
+            proc.wait()
 
 
 def test_a_kept_guest_that_powered_off_is_not_taken_and_the_cell_boots_its_own(tmp_path,

@@ -14,7 +14,9 @@ checks that
 * the rerun completed the matrix (every cell finished, exit 0);
 * only the removed cell ran again, and every other cell's files are byte-identical;
 * nothing leaked: no lease, process, libvirt domain or volume, VM directory, mount, loop
-  device, ``.partial`` directory or Snakemake lock (:func:`.leases.leftovers`);
+  device, ``.partial`` directory or Snakemake lock (:func:`.leases.leftovers`) of the
+  campaign's own run (what another pipeline beside it holds is not the campaign's to judge
+  or remove);
 * the faulted run's messages name what happened (kept in the round's record).
 """
 
@@ -127,7 +129,8 @@ class Campaign:
 
     def rerun(self, log: Path) -> tuple[int, list[str]]:
         """What `make reproduce` does after an interruption: doctor --fix, then Snakemake."""
-        found = leases.leftovers([self.work_dir], [self.results], [paths.REPO_ROOT])
+        found = leases.leftovers([self.work_dir], [self.results], [paths.REPO_ROOT],
+                                 own_runs_only=True)
         if found:
             leases.fix(found)
         proc = self.start(log)
@@ -175,7 +178,7 @@ class Campaign:
         r.ran_again = sorted(c for c in after if c not in before)
         r.changed_finished = sorted(c for c in before if after.get(c) != before[c])
         r.leaks = [f"{f.kind}: {f.what}" for f in leases.leftovers(
-            [self.work_dir], [self.results], [paths.REPO_ROOT])]
+            [self.work_dir], [self.results], [paths.REPO_ROOT], own_runs_only=True)]
         if set(after) != set(cells):
             r.leaks.append(f"unfinished cells: {sorted(set(cells) - set(after))}")
         return r

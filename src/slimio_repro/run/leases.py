@@ -305,21 +305,27 @@ def _lines(cmd: list[str]) -> list[str]:
 
 
 def leftovers(work_dirs: list[Path], results_dirs: list[Path],
-              snakemake_dirs: list[Path]) -> list[Leftover]:
-    """Everything an interrupted run left on this host that no live cell holds."""
+              snakemake_dirs: list[Path], own_runs_only: bool = False) -> list[Leftover]:
+    """Everything an interrupted run left on this host that no live cell holds. With
+    ``own_runs_only``, only what the runs into ``results_dirs`` left: leases, VMs and tagged
+    processes of other runs (another pipeline running beside them) are not counted."""
     found = []
     live = [lease for lease in leases() if lease.state() == "live"]
     live_ids = {lease.id for lease in live}
     # A live cell's VM may be a guest kept from an earlier cell: named in its lease.
     live_vms = live_ids | {Path(lease.vm_dir).name for lease in live if lease.vm_dir}
+    prefixes = tuple(vmmod.run_vm_prefix(r) for r in results_dirs) if own_runs_only \
+        else (vmmod.CELL_VM_PREFIX,)
+
+    def ours(name: str) -> bool:
+        return name.startswith(prefixes) or not own_runs_only
     for lease in leases():
         state = lease.state()
-        if state != "live":
+        if state != "live" and ours(lease.id):
             found.append(Leftover("lease", f"{state} cell {lease.cell} (process {lease.pid}, "
                                   f"lease {lease.path})", "slimio-repro doctor --fix"))
     virsh = ["virsh", "-c", "qemu:///system"]
-    domains = [d for d in _lines(virsh + ["list", "--all", "--name"])
-               if d.startswith(vmmod.CELL_VM_PREFIX)]
+    domains = [d for d in _lines(virsh + ["list", "--all", "--name"]) if d.startswith(prefixes)]
     for d in domains:
         if d.removesuffix("_default") not in live_vms:
             found.append(Leftover("domain", d, f"virsh -c qemu:///system destroy {d}; "
@@ -330,13 +336,13 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
                                  text=True).stdout
         for vol in vmmod.volume_names(listing):
             owner = vol.split(".", 1)[0]
-            if vol.startswith(vmmod.CELL_VM_PREFIX) and owner not in domains:
+            if vol.startswith(prefixes) and owner not in domains:
                 found.append(Leftover("volume", f"{vol} (pool {pool})",
                                       f"virsh -c qemu:///system vol-delete {vol} "
                                       f"--pool {pool}"))
     for work in work_dirs:
         for d in sorted(work.glob(f"{vmmod.CELL_VM_PREFIX}*")) if work.is_dir() else []:
-            if d.name not in live_vms:
+            if d.name not in live_vms and ours(d.name):
                 found.append(Leftover("vm-dir", str(d), f"rm -rf {d}"))
     # Mounts and loop devices in the given runs' partial cells (another checkout's run is
     # not this doctor's to judge).
@@ -357,7 +363,7 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
             found.append(Leftover("loop", f"{parts[0]} ({parts[1]})",
                                   f"losetup --detach {parts[0]}"))
     for pid, tag in sorted(tagged_processes().items()):
-        if tag not in live_ids:
+        if tag not in live_ids and ours(tag):
             found.append(Leftover("process", f"{pid} of cell {tag}: {_cmdline(pid)[:120]}",
                                   f"kill {pid}"))
     for results in results_dirs:

@@ -564,9 +564,15 @@ def domain_name(vm_dir: Path) -> str:
 CELL_VM_PREFIX = "sr-"
 
 
-def cell_vm_name(results_dir: Path, cell_id: str) -> str:
+def run_vm_prefix(results_dir: Path) -> str:
+    """What the names of every VM, lease and tagged process of the run into
+    ``results_dir`` start with: ``sr-<run>-``."""
     run = hashlib.sha256(str(results_dir.resolve()).encode()).hexdigest()[:8]
-    return f"{CELL_VM_PREFIX}{run}-{cell_id}"
+    return f"{CELL_VM_PREFIX}{run}-"
+
+
+def cell_vm_name(results_dir: Path, cell_id: str) -> str:
+    return f"{run_vm_prefix(results_dir)}{cell_id}"
 
 
 def remove_domain(domain: str, log: Path | None = None) -> None:
