@@ -42,8 +42,12 @@ SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 # CPUs idle (waits for boots, SSH and Vagrant; one-threaded cells). The builds and the guest
 # box are made before the lanes start: a Snakemake run that must build would meet the other
 # lane's run's locks. Tests that share a fixture share a lane.
-VM_LANE_MODULES = {"test_vm_e2e", "test_femu_e2e", "test_bare_device_e2e",
-                   "test_pipeline_faults"}
+VM_LANE_MODULES = {"test_vm_e2e", "test_bare_device_e2e", "test_pipeline_faults"}
+# ... and after the lanes, the slow tests that need the machine to themselves (marked alone):
+# FEMU's guests (its device threads poll: beside the other lane, its two tests took 466 s
+# instead of 184 s, and slowed that lane too), and Redis's rewrite count against the plan's
+# trigger, which follows the machine's speed (a real cell has the machine to itself).
+ALONE_MODULES = {"test_femu_e2e", "test_sizing_redis"}
 
 
 def lane(nodeid: str) -> str:
@@ -56,6 +60,8 @@ def pytest_collection_modifyitems(config, items):
         if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames) \
                 or item.get_closest_marker("nightly"):
             item.add_marker(pytest.mark.slow)
+            if item.module.__name__ in ALONE_MODULES:
+                item.add_marker(pytest.mark.alone)
 
 
 # xdist's own grouping (--dist loadgroup) renames each item's nodeid, which pytest 9.2's
