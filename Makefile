@@ -166,17 +166,13 @@ nightly: setup-host
 
 # The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
 # FEMU (tests/test_femu_e2e.py) too.
-# The fast tier runs on every CPU (pytest-xdist). Then the builds and the guest box, and the
-# slow tier in two lanes side by side, each one test at a time: the VM tests in one, the
-# host's in the other (tests/conftest.py's VM_LANE_MODULES); then its tests that need the
-# machine to themselves (marked alone). Every part runs, whichever fails.
+# The fast tier runs on every CPU (pytest-xdist); the slow tier runs one test at a time, as
+# its VMs, builds and timed runs need the machine to themselves. Both run, whichever fails.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
 	status=0; \
 	$(PYTEST) -n auto -m "not slow" tests || status=1; \
-	$(LOCAL) $(BIN)/snakemake --cores $(CORES) $(BOX) || status=1; \
-	$(PYTEST) -n 2 --dist loadscope -m "slow and not nightly and not alone" tests || status=1; \
-	$(PYTEST) -m "slow and not nightly and alone" tests || status=1; \
+	$(PYTEST) -m "slow and not nightly" tests || status=1; \
 	exit $$status
 
 # The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build

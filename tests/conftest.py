@@ -35,48 +35,12 @@ SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2
                 "test_ycsb_binding", "test_slimio_fuzz", "test_redis_upstream"}
 SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
 
-# `make test` runs the slow tier in two lanes side by side (`pytest -n 2 --dist loadscope`,
-# with the lanes as the scopes: pytest_xdist_make_scheduler): the modules that boot VMs (and
-# the fault tests, whose hung boot does) in one, every other slow test in the other, each
-# lane's tests one at a time in collection order. One lane alone left a third of the two
-# CPUs idle (waits for boots, SSH and Vagrant; one-threaded cells). The builds and the guest
-# box are made before the lanes start: a Snakemake run that must build would meet the other
-# lane's run's locks. Tests that share a fixture share a lane.
-VM_LANE_MODULES = {"test_vm_e2e", "test_bare_device_e2e", "test_pipeline_faults"}
-# ... and after the lanes, the slow tests that need the machine to themselves (marked alone):
-# FEMU's guests (its device threads poll: beside the other lane, its two tests took 466 s
-# instead of 184 s, and slowed that lane too), and Redis's rewrite count against the plan's
-# trigger, which follows the machine's speed (a real cell has the machine to itself).
-ALONE_MODULES = {"test_femu_e2e", "test_sizing_redis"}
-
-
-def lane(nodeid: str) -> str:
-    """The slow tier's lane of the test ``nodeid``: "vm" or "host"."""
-    return "vm" if Path(nodeid.split("::")[0]).stem in VM_LANE_MODULES else "host"
-
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames) \
                 or item.get_closest_marker("nightly"):
             item.add_marker(pytest.mark.slow)
-            if item.module.__name__ in ALONE_MODULES:
-                item.add_marker(pytest.mark.alone)
-
-
-# xdist's own grouping (--dist loadgroup) renames each item's nodeid, which pytest 9.2's
-# items no longer take (Node.nodeid reads _id): its groups fall apart into single tests.
-@pytest.hookimpl(optionalhook=True)
-def pytest_xdist_make_scheduler(config, log):
-    """Under ``--dist loadscope``, the lanes (:func:`lane`) are the scopes."""
-    if config.getoption("dist") != "loadscope":
-        return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class Lanes(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return lane(nodeid)
-    return Lanes(config, log)
 
 
 def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
@@ -232,8 +196,8 @@ def tiny_bare_run(redis_bin, slimio_bin, tmp_path_factory) -> TinyRun:
 
 
 def snakemake_log(proc: subprocess.CompletedProcess) -> Path:
-    """The log of the Snakemake run ``proc``, as it names it at its end (another run may
-    have written its own in .snakemake/log meanwhile)."""
+    """The log of the Snakemake run ``proc``, as it names it at its end (not whichever file
+    appeared in .snakemake/log meanwhile)."""
     found = re.findall(r"^Complete log\(s\): (\S+)$", proc.stdout + proc.stderr, re.MULTILINE)
     assert len(found) == 1, proc.stderr[-3000:]
     return Path(found[0])

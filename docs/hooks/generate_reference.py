@@ -206,9 +206,7 @@ def cli_page(repo: Path) -> str:
         "| `make nightly` | the `ci` and `smoke` profiles afresh, each `slimio-repro regress`ed "
         "against its reference, then `pytest -m nightly tests` |",
         "| `make test` | set-up (with SLURM and FEMU), then `pytest -n auto -m \"not slow\" "
-        "tests`, the guest box (every build in it), `pytest -n 2 --dist loadscope -m "
-        "\"slow and not nightly and not alone\" tests` and `pytest -m \"slow and not nightly "
-        "and alone\" tests` |",
+        "tests` and `pytest -m \"slow and not nightly\" tests` |",
         "| `make test-fast` | `pytest -n auto -m \"not slow\" tests` |",
         "| `make lint` | `snakemake --lint`, `ansible-lint`, the playbook's syntax check |",
         "",

@@ -307,9 +307,9 @@ def _lines(cmd: list[str]) -> list[str]:
 def leftovers(work_dirs: list[Path], results_dirs: list[Path],
               snakemake_dirs: list[Path], own_runs_only: bool = False) -> list[Leftover]:
     """Everything an interrupted run left on this host that no live cell holds. With
-    ``own_runs_only``, only what the runs into ``results_dirs`` left: leases, VMs, tagged
-    processes and Snakemake locks of other runs (another pipeline running beside them) are
-    not counted."""
+    ``own_runs_only``, only what the runs into ``results_dirs`` left: leases, VMs and tagged
+    processes of other runs (another checkout's pipeline running beside them) are not
+    counted."""
     found = []
     live = [lease for lease in leases() if lease.state() == "live"]
     live_ids = {lease.id for lease in live}
@@ -374,44 +374,21 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
                 found.append(Leftover("partial", str(d), f"rm -rf {d}"))
     for wd in snakemake_dirs:
         locks = sorted((wd / ".snakemake" / "locks").glob("*.lock"))
-        if own_runs_only:
-            found += _own_locks(wd, locks, results_dirs)
-        elif locks and not _snakemake_runs_in(wd):
+        if locks and not _snakemake_runs_in(wd):
             found.append(Leftover("lock", f"{wd / '.snakemake' / 'locks'} ({len(locks)} "
                                   "lock files; no Snakemake runs in "
                                   f"{wd})", f"cd {wd} && snakemake --unlock --cores 1"))
     return found
 
 
-def _own_locks(wd: Path, locks: list[Path], results_dirs: list[Path]) -> list[Leftover]:
-    """The lock files in ``wd`` that name a file of one of ``results_dirs`` while no
-    Snakemake of that run (``results_dir=`` on its command line) works there: what a killed
-    run left, beside the locks of the other Snakemakes that work in ``wd``."""
-    found = []
-    for results in results_dirs:
-        inside = (str(results) + os.sep, str(results.resolve()) + os.sep)
-        if _snakemake_runs_in(wd, f"results_dir={results}"):
-            continue
-        for lock in locks:
-            with contextlib.suppress(OSError):
-                if any(line.startswith(inside) for line in lock.read_text().splitlines()):
-                    found.append(Leftover("lock", f"{lock} (names files of {results}; no "
-                                          f"Snakemake of that run works in {wd})",
-                                          f"rm {lock}"))
-    return found
-
-
-def _snakemake_runs_in(directory: Path, argument: str | None = None) -> bool:
-    """Whether a Snakemake process works in ``directory`` (then its lock is its own), with
-    ``argument`` (when given) among its arguments."""
+def _snakemake_runs_in(directory: Path) -> bool:
+    """Whether a Snakemake process works in ``directory`` (then its lock is its own)."""
     for proc in Path("/proc").iterdir():
         if not proc.name.isdigit():
             continue
         with contextlib.suppress(OSError):
             if _is_snakemake(int(proc.name)) and \
-                    Path(os.readlink(proc / "cwd")) == directory.resolve() and \
-                    (argument is None or argument in
-                     (proc / "cmdline").read_bytes().decode(errors="replace").split("\0")):
+                    Path(os.readlink(proc / "cwd")) == directory.resolve():
                 return True
     return False
 
@@ -431,8 +408,7 @@ def fix(found: list[Leftover]) -> None:
         if item.kind == "process":
             stop_processes([int(item.what.split()[0])])
         elif item.kind == "lock":
-            where = Path(item.what.split(" (")[0])
-            for lock in where.glob("*.lock") if where.is_dir() else [where]:
+            for lock in Path(item.what.split(" (")[0]).glob("*.lock"):
                 lock.unlink(missing_ok=True)
         elif item.kind == "domain":
             with contextlib.suppress(vmmod.VmError):
