@@ -167,7 +167,9 @@ nightly: setup-host
 # The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
 # FEMU (tests/test_femu_e2e.py) too.
 # The fast tier runs on every CPU (pytest-xdist); the slow tier runs one test at a time, as
-# its VMs, builds and timed runs need the machine to themselves. Both run, whichever fails.
+# its VMs, builds and timed runs need the machine to themselves, and two Snakemake runs in
+# one checkout do not overlap safely (one that ends removes .snakemake/locks, the other's
+# locks with it: Snakemake 9.27.1's FilePersistence._delete_locks). Both run, whichever fails.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
 	status=0; \
