@@ -15,8 +15,8 @@ checks that
 * only the removed cell ran again, and every other cell's files are byte-identical;
 * nothing leaked: no lease, process, libvirt domain or volume, VM directory, mount, loop
   device, ``.partial`` directory or Snakemake lock (:func:`.leases.leftovers`) of the
-  campaign's own run (what another pipeline beside it holds is not the campaign's to judge
-  or remove);
+  campaign's own run (what another checkout's pipeline beside it holds is not the
+  campaign's to judge or remove);
 * the faulted run's messages name what happened (kept in the round's record).
 """
 
