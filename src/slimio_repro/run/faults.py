@@ -127,10 +127,14 @@ class Campaign:
                                     stdout=fh, stderr=subprocess.STDOUT,
                                     start_new_session=True)
 
+    def leftovers(self) -> list[leases.Leftover]:
+        """What the campaign's own run left (not another checkout's pipeline beside it)."""
+        return leases.leftovers([self.work_dir], [self.results], [paths.REPO_ROOT],
+                                own_runs_only=True)
+
     def rerun(self, log: Path) -> tuple[int, list[str]]:
         """What `make reproduce` does after an interruption: doctor --fix, then Snakemake."""
-        found = leases.leftovers([self.work_dir], [self.results], [paths.REPO_ROOT],
-                                 own_runs_only=True)
+        found = self.leftovers()
         if found:
             leases.fix(found)
         proc = self.start(log)
@@ -177,8 +181,7 @@ class Campaign:
         after = finished(self.results)
         r.ran_again = sorted(c for c in after if c not in before)
         r.changed_finished = sorted(c for c in before if after.get(c) != before[c])
-        r.leaks = [f"{f.kind}: {f.what}" for f in leases.leftovers(
-            [self.work_dir], [self.results], [paths.REPO_ROOT], own_runs_only=True)]
+        r.leaks = [f"{f.kind}: {f.what}" for f in self.leftovers()]
         if set(after) != set(cells):
             r.leaks.append(f"unfinished cells: {sorted(set(cells) - set(after))}")
         return r

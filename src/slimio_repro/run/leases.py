@@ -315,14 +315,12 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
     live_ids = {lease.id for lease in live}
     # A live cell's VM may be a guest kept from an earlier cell: named in its lease.
     live_vms = live_ids | {Path(lease.vm_dir).name for lease in live if lease.vm_dir}
+    # Every lease, VM and tagged process is named after its run (testbed.vm.cell_vm_name).
     prefixes = tuple(vmmod.run_vm_prefix(r) for r in results_dirs) if own_runs_only \
         else (vmmod.CELL_VM_PREFIX,)
-
-    def ours(name: str) -> bool:
-        return name.startswith(prefixes) or not own_runs_only
     for lease in leases():
         state = lease.state()
-        if state != "live" and ours(lease.id):
+        if state != "live" and lease.id.startswith(prefixes):
             found.append(Leftover("lease", f"{state} cell {lease.cell} (process {lease.pid}, "
                                   f"lease {lease.path})", "slimio-repro doctor --fix"))
     virsh = ["virsh", "-c", "qemu:///system"]
@@ -343,7 +341,7 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
                                       f"--pool {pool}"))
     for work in work_dirs:
         for d in sorted(work.glob(f"{vmmod.CELL_VM_PREFIX}*")) if work.is_dir() else []:
-            if d.name not in live_vms and ours(d.name):
+            if d.name not in live_vms and d.name.startswith(prefixes):
                 found.append(Leftover("vm-dir", str(d), f"rm -rf {d}"))
     # Mounts and loop devices in the given runs' partial cells (another checkout's run is
     # not this doctor's to judge).
@@ -364,7 +362,7 @@ def leftovers(work_dirs: list[Path], results_dirs: list[Path],
             found.append(Leftover("loop", f"{parts[0]} ({parts[1]})",
                                   f"losetup --detach {parts[0]}"))
     for pid, tag in sorted(tagged_processes().items()):
-        if tag not in live_ids and ours(tag):
+        if tag not in live_ids and tag.startswith(prefixes):
             found.append(Leftover("process", f"{pid} of cell {tag}: {_cmdline(pid)[:120]}",
                                   f"kill {pid}"))
     for results in results_dirs:
