@@ -97,3 +97,42 @@ def test_stock_redis_runs_a_transaction_its_aof_truncation_cut_short_with_the_ne
     verdicts, _ = oracle.check(cli, [h], None)
     assert verdicts[0].problems[0].startswith("not a prefix: position 2 holds operation 2")
     server.kill()
+
+
+def test_a_client_waiting_on_a_stopped_server_ends_at_once_when_severed(redis_bin, tmp_path):
+    """A server that stops answering without a reset, as one whose VM was destroyed
+    mid-write (here: stock Redis stopped by SIGSTOP): its client waits on a reply. Severed,
+    as the campaign does once the server is down, the client ends at once with what it sent
+    unknown, where it would have waited for its socket's 30 s timeout."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from conftest import start_redis
+
+    server = start_redis(redis_bin, tmp_path)
+    try:
+        h = oracle.History(0)
+        stop = threading.Event()
+        client = oracle.Client("127.0.0.1", server.port, h, 4, stop)
+        client.start()
+        deadline = time.monotonic() + 10
+        while len(h.executed) < 100 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        os.kill(server.proc.pid, signal.SIGSTOP)
+        try:
+            time.sleep(0.5)
+            assert client.is_alive() and h.unknown, "waiting on the stopped server's reply"
+            waiting = list(h.unknown)
+            t0 = time.monotonic()
+            stop.set()
+            client.sever()
+            client.join(10)
+            assert not client.is_alive() and time.monotonic() - t0 < 2
+        finally:
+            os.kill(server.proc.pid, signal.SIGCONT)
+        assert h.unknown == waiting and client.dead_at is not None
+        assert len(h.executed) >= 100 and not set(h.executed) & set(waiting)
+    finally:
+        server.shutdown()

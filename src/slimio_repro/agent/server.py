@@ -20,9 +20,11 @@ class ServerError(RuntimeError):
     pass
 
 
-def connect(port: int, timeout: float | None = 30, host: str = "127.0.0.1") -> redis.Redis:
+def connect(port: int, timeout: float | None = 30, host: str = "127.0.0.1",
+            connection_class: type[redis.Connection] | None = None) -> redis.Redis:
     """A client of the server on ``port`` (of ``host``: loopback by default) that never
-    retries.
+    retries; its connections of ``connection_class`` where given (redis-py's TCP
+    connection, or a subclass).
 
     redis-py (since 6) retries a command that hit a connection error three times with an
     exponential backoff by default. Here that only ever waits for nothing: SHUTDOWN's
@@ -30,8 +32,12 @@ def connect(port: int, timeout: float | None = 30, host: str = "127.0.0.1") -> r
     server's last log line, in a TCG guest), and every PING while a server starts is refused
     until it listens. A failure on loopback is reported at once.
     """
-    return redis.Redis(host=host, port=port, socket_timeout=timeout,
-                       decode_responses=True, retry=Retry(NoBackoff(), 0))
+    options = dict(host=host, port=port, socket_timeout=timeout, decode_responses=True,
+                   retry=Retry(NoBackoff(), 0))
+    if connection_class is None:
+        return redis.Redis(**options)
+    return redis.Redis(connection_pool=redis.ConnectionPool(connection_class=connection_class,
+                                                            **options))
 
 
 def free_port() -> int:

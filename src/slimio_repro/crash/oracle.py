@@ -21,6 +21,7 @@ the server kept, in order. The check (:func:`check_client`) asks what a user rel
 from __future__ import annotations
 
 import re
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -104,6 +105,16 @@ class History:
         self.executed, self.ack_times, self.unknown = [], [], []
 
 
+def _severable(sockets: list[socket.socket]) -> type[redis.Connection]:
+    """redis-py's TCP connection, each socket it opens added to ``sockets``."""
+    class Connection(redis.Connection):
+        def _connect(self):
+            sock = super()._connect()
+            sockets.append(sock)
+            return sock
+    return Connection
+
+
 class Client(threading.Thread):
     """One client: pipelines of ``pipeline`` operations until stopped or the server dies."""
 
@@ -113,11 +124,24 @@ class Client(threading.Thread):
         self.host, self.port, self.h = host, port, history
         self.pipeline, self.stop_event = pipeline, stop
         self.dead_at: float | None = None
+        self.sockets: list[socket.socket] = []
+
+    def sever(self) -> None:
+        """Shut the client's connection down, from any thread: a reply it waits for ends at
+        once (redis-py's ConnectionError, the operations sent stay unknown). For a server
+        that is gone: where its peer vanished without a reset (its VM destroyed), the reply
+        would otherwise be waited for until the socket's timeout (30 s)."""
+        for sock in list(self.sockets):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass            # closed already
 
     def run(self) -> None:
         h = self.h
         try:
-            cli = guest_server.connect(self.port, timeout=30, host=self.host)
+            cli = guest_server.connect(self.port, timeout=30, host=self.host,
+                                       connection_class=_severable(self.sockets))
             while not self.stop_event.is_set():
                 ops = list(range(h.next_op, h.next_op + self.pipeline))
                 h.next_op += self.pipeline
