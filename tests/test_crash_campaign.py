@@ -1,13 +1,19 @@
 """The crash campaign end to end on real servers (slimio, file backend; stock Redis): a short
 campaign passes and writes its outputs, resumes where it stopped, refuses another campaign's
-directory, and catches a server that loses acknowledged writes."""
+directory, catches a server that loses acknowledged writes, and cuts off a client waiting on
+a server that stopped answering."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import threading
+import time
 
 import pytest
 
+from conftest import start_redis
 from slimio_repro import paths
 from slimio_repro.crash import campaign, oracle
 from slimio_repro.crash.target import TargetServer
@@ -104,13 +110,6 @@ def test_a_client_waiting_on_a_stopped_server_ends_at_once_when_severed(redis_bi
     mid-write (here: stock Redis stopped by SIGSTOP): its client waits on a reply. Severed,
     as the campaign does once the server is down, the client ends at once with what it sent
     unknown, where it would have waited for its socket's 30 s timeout."""
-    import os
-    import signal
-    import threading
-    import time
-
-    from conftest import start_redis
-
     server = start_redis(redis_bin, tmp_path)
     try:
         h = oracle.History(0)

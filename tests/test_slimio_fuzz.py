@@ -24,8 +24,8 @@ CORPUS = SLIMIO / "tests" / "fuzz-corpus"
 UNIT = REPO / "build" / "redis-slimio-unit"
 LBA = 512
 WAL_START = 2048            # 1 MiB in, with 512-byte LBAs
-# libFuzzer's fork mode, one process per CPU: as many executions as one process in
-# FUZZ_SECONDS * FUZZ_JOBS (45 s at the time), in a fraction of the wall time.
+# libFuzzer's fork mode, one process per CPU: about as many executions as one process in
+# FUZZ_SECONDS * FUZZ_JOBS, in 1 / FUZZ_JOBS of the wall time.
 FUZZ_SECONDS = 23
 FUZZ_JOBS = 2
 
