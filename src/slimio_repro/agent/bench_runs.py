@@ -23,7 +23,10 @@ Standard library and redis-py only, like the rest of this sub-package.
 from __future__ import annotations
 
 import dataclasses
+import errno
 import json
+import os
+import select
 import shutil
 import signal
 import statistics
@@ -244,13 +247,21 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         yield
         return
     data = scratch / "perf.data"
-    rec = subprocess.Popen([*PERF_RECORD, "-o", str(data)],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    time.sleep(0.5)         # perf attaches before the first measured SET
+    ctl, ack = scratch / "perf-ctl.fifo", scratch / "perf-ack.fifo"
+    for fifo in (ctl, ack):
+        fifo.unlink(missing_ok=True)
+        os.mkfifo(fifo)
+    # Held open for reading first: perf opens the ack FIFO write-only at its start.
+    ack_fd = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
+    rec = subprocess.Popen([*PERF_RECORD, "--delay=-1", "--control", f"fifo:{ctl},{ack}",
+                            "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
+        _enable(rec, ctl, ack_fd)
         yield
     finally:
-        rec.send_signal(signal.SIGINT)
+        os.close(ack_fd)
+        if rec.poll() is None:
+            rec.send_signal(signal.SIGINT)
         _, err = rec.communicate(timeout=120)
     if rec.returncode not in (0, -signal.SIGINT) or not data.is_file():
         raise BenchRunError(f"perf record -a failed ({rec.returncode}): "
@@ -263,6 +274,33 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         if proc.returncode != 0:
             raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
         out.write_text(proc.stdout)
+
+
+def _enable(rec: subprocess.Popen, ctl: Path, ack_fd: int, timeout_s: float = 60) -> None:
+    """Turn on the sampling of ``rec`` (a perf record started with its events disabled) and
+    return once perf says they are on: the block is profiled from its first instruction,
+    however long perf takes to start (0.4 s on an idle host here, over 1.5 s on a busy one)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:        # perf opens the control FIFO once it is set up
+            ctl_fd = os.open(ctl, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            if e.errno != errno.ENXIO:
+                raise
+        if rec.poll() is not None:
+            raise BenchRunError(f"perf record failed ({rec.returncode}): "
+                                f"{rec.stderr.read().decode(errors='replace').strip()[-500:]}")
+        if time.monotonic() > deadline:
+            raise BenchRunError(f"perf record did not start within {timeout_s:.0f} s")
+        time.sleep(0.01)
+    try:
+        os.write(ctl_fd, b"enable\n")
+    finally:
+        os.close(ctl_fd)
+    ready, _, _ = select.select([ack_fd], [], [], max(0.0, deadline - time.monotonic()))
+    if not ready or not os.read(ack_fd, 16).startswith(b"ack"):
+        raise BenchRunError(f"perf record did not enable its events within {timeout_s:.0f} s")
 
 
 def one_snapshot(plan: CellPlan, server: RedisServer, log: Path, data_dir: Path,
