@@ -166,15 +166,16 @@ nightly: setup-host
 
 # The whole suite needs the one-node SLURM cluster (tests/test_slurm.py) and the artifact's
 # FEMU (tests/test_femu_e2e.py) too.
-# The fast tier runs on every CPU (pytest-xdist); the slow tier runs one test at a time, as
-# its VMs, builds and timed runs need the machine to themselves, and two Snakemake runs in
-# one checkout do not overlap safely (one that ends removes .snakemake/locks, the other's
-# locks with it: Snakemake 9.27.1's FilePersistence._delete_locks). Both run, whichever fails.
+# The fast tier runs on every CPU (pytest-xdist). The slow tier runs as two lanes side by
+# side, the guests' tests and the host's, each one test at a time (after the builds they
+# share), then the tests that need the machine to themselves (marked alone) one at a time:
+# tests/conftest.py says which and why. Every part runs, whichever fails.
 test: SETUP_ARGS += -e host_slurm_enabled=true -e host_femu_enabled=true
 test: setup-host
 	status=0; \
 	$(PYTEST) -n auto -m "not slow" tests || status=1; \
-	$(PYTEST) -m "slow and not nightly" tests || status=1; \
+	$(PYTEST) -n 2 --lanes -m "slow and not nightly and not alone" tests || status=1; \
+	$(PYTEST) -m "slow and not nightly and alone" tests || status=1; \
 	exit $$status
 
 # The inner loop: unit, parser, planning, architecture and C unit tests; no VM, no Redis build

@@ -34,13 +34,78 @@ SLOW_MODULES = {"test_e2e", "test_vm_e2e", "test_femu_e2e", "test_bare_device_e2
                 "test_pipeline_faults", "test_slimio_server",
                 "test_ycsb_binding", "test_slimio_fuzz", "test_redis_upstream"}
 SLOW_FIXTURES = {"redis_bin", "slimio_bin", "fio_bin"}
+# The Redis releases whose own test suites run with our patches (tests/test_redis_upstream.py).
+UPSTREAM_REDIS = ["7.0.15", "8.0.2"]
+
+
+# `make test` runs the slow tier in two steps. First two lanes side by side (`pytest -n 2
+# --lanes`), one test at a time each: the tests that boot guests in one, the host's own in
+# the other (a lane's VMs are the only ones its tests see come and go). Then
+# the tests marked alone, one at a time, with the machine to themselves: the ones whose
+# assertions follow the machine's speed or load, or that act on every run of the host or
+# the checkout. Side by side, the lanes' Snakemakes run without locks (`snakemake()`).
+VM_LANE = {"test_vm_e2e", "test_bare_device_e2e", "test_pipeline_faults"}
+ALONE = {
+    # Two timed runs of the tiny matrix (local, then through SLURM) against an estimate.
+    "test_slurm",
+    # FEMU's device threads poll: beside another lane its cells took 2.5 times as long.
+    "test_femu_e2e",
+    # Redis's rewrite count follows the machine's speed (one instead of two beside a VM).
+    "test_sizing_redis",
+    # The session's tiny run, which test_slurm's estimate times (tiny_bare_run).
+    "test_e2e::test_slimio_pipeline_end_to_end",
+    # `make reproduce` runs `slimio-repro doctor --fix` over every run on the host, and
+    # decide's and the fault campaign's Snakemakes take the checkout's lock (a killed run's
+    # lock is cleared only while no other Snakemake runs in the checkout).
+    "test_e2e::test_a_failed_cell_leaves_the_rest_reported_and_only_it_runs_again",
+    "test_e2e::test_decide_runs_the_repetitions_an_undecided_claim_needs",
+    "test_pipeline_faults::test_bare_faults_rerun_only_the_interrupted_cell_and_leave_nothing",
+}
+
+
+def pytest_addoption(parser):
+    parser.addoption("--lanes", action="store_true",
+                     help="with -n 2: the slow tier's two lanes side by side (tests/conftest.py)")
+
+
+@pytest.hookimpl(optionalhook=True)     # a guest's pytest has no pytest-xdist
+def pytest_xdist_make_scheduler(config, log):
+    """With --lanes, pytest-xdist gives each lane, whole and in order, to a worker of its own
+    (its --dist loadgroup cannot: pytest 9 ignores the node ids it rewrites)."""
+    if not config.getoption("lanes"):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Lanes(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return "vm" if Path(nodeid.split("::", 1)[0]).stem in VM_LANE else "host"
+
+    return Lanes(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_setupnodes(config, specs):
+    """Before the lanes start (pytest-xdist's controller): the builds they share, made once
+    by the pipeline's rules, so that neither lane makes them while the other reads them."""
+    if not config.getoption("lanes"):
+        return
+    built("baseline")
+    built("slimio")
+    built_box()     # and the pinned fio and the YCSB binding it holds
+    snakemake("--cores", "all", "build_fio_pinned", check=True)
+    for version in UPSTREAM_REDIS:
+        tarball = Path("build") / paths.SOURCE_TARBALL_PATTERN.format(version=version)
+        snakemake("--cores", "all", str(tarball), check=True)
 
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
-        if item.module.__name__ in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames) \
+        module = item.module.__name__
+        if module in SLOW_MODULES or SLOW_FIXTURES & set(item.fixturenames) \
                 or item.get_closest_marker("nightly"):
             item.add_marker(pytest.mark.slow)
+            if module in ALONE or f"{module}::{item.originalname}" in ALONE:
+                item.add_marker(pytest.mark.alone)
 
 
 def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
@@ -93,6 +158,11 @@ def snakemake(*args: str, cwd: Path = REPO, check: bool = False,
     env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}")
     if not slurm:
         env["SLURM_CONF"] = os.devnull
+    if os.environ.get("PYTEST_XDIST_WORKER") and "--unlock" not in args:
+        # Side by side in one checkout, Snakemake's locks break: a run that ends removes the
+        # whole lock directory (Snakemake 9.27.1's FilePersistence._delete_locks), and a run
+        # that starts meanwhile fails writing its own. Each test writes its own results.
+        args = ("--nolock", *args)
     proc = subprocess.run([str(VENV_BIN / "snakemake"), *args], cwd=cwd, env=env,
                           capture_output=True, text=True)
     if check and proc.returncode != 0:

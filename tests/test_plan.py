@@ -239,8 +239,10 @@ def test_readme_commands_plan(args, tmp_path):
 MAKE_RUNS = {
     "reproduce": r"/snakemake --cores all reproduce ",
     "test": (r"/pytest -ra --durations=30 -n auto -m \"not slow\" tests \|\| status=1; .*"
-             r"/pytest -ra --durations=30 -m \"slow and not nightly\" tests \|\| status=1; "
-             r"exit \$status$"),
+             r"/pytest -ra --durations=30 -n 2 --lanes "
+             r"-m \"slow and not nightly and not alone\" tests \|\| status=1; .*"
+             r"/pytest -ra --durations=30 -m \"slow and not nightly and alone\" tests "
+             r"\|\| status=1; exit \$status$"),
     "test-fast": r"/pytest -ra --durations=30 -n auto -m \"not slow\" tests$",
     "setup-host": r"/ansible-playbook playbooks/setup-host\.yml",
     "decide": r"/slimio-repro decide results --budget ",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, built, snakemake
+from conftest import REPO, UPSTREAM_REDIS, built, snakemake
 from test_build import slimio_conf_directives
 from slimio_repro.build import redis as build
 from slimio_repro import paths
@@ -84,7 +84,7 @@ def pipeline_build(version: str, stamp: dict) -> Path | None:
     return bin_dir if made_from == same else None
 
 
-@pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])
+@pytest.mark.parametrize("version", UPSTREAM_REDIS)
 def test_slimio_options_have_the_defaults_slimio_conf_documents(version, tmp_path):
     tree = patched_tree(version)
     sock = tmp_path / "redis.sock"
@@ -115,7 +115,7 @@ def _config_value(conf: str) -> str:
     return str(int(m[1]) * 1024 ** ("kb", "mb", "gb").index(m[2]) * 1024) if m else conf
 
 
-@pytest.mark.parametrize("version", ["7.0.15", "8.0.2"])
+@pytest.mark.parametrize("version", UPSTREAM_REDIS)
 def test_redis_aof_and_rdb_units_pass_with_slimio_off(version):
     tree = patched_tree(version)
     # The tree really carries SlimIO: the server knows its options and INFO section.

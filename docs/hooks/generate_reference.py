@@ -206,7 +206,9 @@ def cli_page(repo: Path) -> str:
         "| `make nightly` | the `ci` and `smoke` profiles afresh, each `slimio-repro regress`ed "
         "against its reference, then `pytest -m nightly tests` |",
         "| `make test` | set-up (with SLURM and FEMU), then `pytest -n auto -m \"not slow\" "
-        "tests` and `pytest -m \"slow and not nightly\" tests` |",
+        "tests`, the slow tier's two lanes (`pytest -n 2 --lanes -m \"slow and not nightly and "
+        "not alone\" tests`) and its tests that run alone (`-m \"slow and not nightly and "
+        "alone\"`) |",
         "| `make test-fast` | `pytest -n auto -m \"not slow\" tests` |",
         "| `make lint` | `snakemake --lint`, `ansible-lint`, the playbook's syntax check |",
         "",
