@@ -162,7 +162,7 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
     import time as _time
     slow = tmp_path / "slow-perf"
     slow.mkdir()
-    (slow / "perf").write_text(f'#!/bin/sh\n[ "$1" = record ] && sleep 2\n'
+    (slow / "perf").write_text('#!/bin/sh\n[ "$1" = record ] && sleep 2\n'
                                f'exec {shutil.which("perf")} "$@"\n')
     (slow / "perf").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
