@@ -89,13 +89,9 @@ def pytest_xdist_setupnodes(config, specs):
     by the pipeline's rules, so that neither lane makes them while the other reads them."""
     if not config.getoption("lanes"):
         return
-    built("baseline")
-    built("slimio")
-    built_box()     # and the pinned fio and the YCSB binding it holds
-    snakemake("--cores", "all", "build_fio_pinned", check=True)
+    built_box()     # both Redis builds, the pinned fio and the YCSB binding are its inputs
     for version in UPSTREAM_REDIS:
-        tarball = Path("build") / paths.SOURCE_TARBALL_PATTERN.format(version=version)
-        snakemake("--cores", "all", str(tarball), check=True)
+        source_tarball(version)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -215,6 +211,13 @@ def slimio_admin(tmp_path_factory) -> Path:
                            f"BUILD_DIR={out}"], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     return out / paths.SLIMIO_ADMIN
+
+
+def source_tarball(version: str) -> Path:
+    """Redis ``version``'s source tarball, fetched and checked by the pipeline's own rule."""
+    tarball = REPO / "build" / paths.SOURCE_TARBALL_PATTERN.format(version=version)
+    snakemake("--cores", "all", str(tarball.relative_to(REPO)), check=True)
+    return tarball
 
 
 def built_box() -> tuple[dict, Path]:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, UPSTREAM_REDIS, built, snakemake
+from conftest import REPO, UPSTREAM_REDIS, built, source_tarball
 from test_build import slimio_conf_directives
 from slimio_repro.build import redis as build
 from slimio_repro import paths
@@ -34,8 +34,7 @@ UNITS = ["integration/aof", "integration/aof-multi-part", "integration/rdb"]
 
 
 def patched_tree(version: str) -> Path:
-    tarball = REPO / "build" / paths.SOURCE_TARBALL_PATTERN.format(version=version)
-    snakemake("--cores", "all", str(tarball.relative_to(REPO)), check=True)
+    tarball = source_tarball(version)
     pin = sources.pin(version)
     bench = build.patch_series(pin["benchmark_patch_series"])
     hooks = build.slimio_patch_series(pin["slimio_patch_series"])
