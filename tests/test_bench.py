@@ -175,8 +175,10 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
         busy.kill()
         busy.wait()
     text = report.read_text()
-    assert "cpu-clock" in text and "python" in text
-    assert (tmp_path / "perf.data").is_file()
+    by_pid = subprocess.run(["perf", "report", "--stdio", "--sort", "pid", "-i",
+                             str(tmp_path / "perf.data")], capture_output=True, text=True).stdout
+    assert "cpu-clock" in text and "python" in text, f"pid {busy.pid}:\n{text}\n{by_pid}"
+    assert f"{busy.pid}:python" in by_pid
     # The whole machine's samples per command, from a recording of every CPU (which CPUs
     # sample while idle depends on the kernel: a VM's guest shows swapper, this host not).
     system = (tmp_path / "profiles" / "run-0-system.txt").read_text()

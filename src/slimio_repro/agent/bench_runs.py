@@ -255,9 +255,11 @@ def profiled(pid: int, scratch: Path, report: Path | None):
     ack_fd = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
     rec = subprocess.Popen([*PERF_RECORD, "--delay=-1", "--control", f"fifo:{ctl},{ack}",
                             "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    threads = [str(pid)]
     try:
         _enable(rec, ctl, ack_fd)
         yield
+        threads = _threads(pid)
     finally:
         os.close(ack_fd)
         if rec.poll() is None:
@@ -267,13 +269,24 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         raise BenchRunError(f"perf record -a failed ({rec.returncode}): "
                          f"{err.decode(errors='replace').strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
-    for cmd, out in (([*PERF_REPORT, "--pid", str(pid)], report),
+    for cmd, out in (([*PERF_REPORT, "--tid", ",".join(threads)], report),
                      (PERF_REPORT_SYSTEM, report.with_name(f"{report.stem}-system.txt"))):
         proc = subprocess.run([*cmd, "-i", str(data)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
             raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
         out.write_text(proc.stdout)
+
+
+def _threads(pid: int) -> list[str]:
+    """The thread ids of process ``pid`` (itself only, once it is gone). The report selects
+    the process's samples by their thread id: perf report's --pid goes by the process perf
+    attributes each thread to, and under load that leaves out a busy process's samples now
+    and then (perf 6.1)."""
+    try:
+        return sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+    except FileNotFoundError:
+        return [str(pid)]
 
 
 def _enable(rec: subprocess.Popen, ctl: Path, ack_fd: int, timeout_s: float = 60) -> None:
