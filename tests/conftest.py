@@ -54,11 +54,11 @@ ALONE = {
     "test_sizing_redis",
     # The session's tiny run, which test_slurm's estimate times (tiny_bare_run).
     "test_e2e::test_slimio_pipeline_end_to_end",
-    # `make reproduce` runs `slimio-repro doctor --fix` over every run on the host, and
-    # decide's and the fault campaign's Snakemakes take the checkout's lock (a killed run's
-    # lock is cleared only while no other Snakemake runs in the checkout).
+    # `make reproduce` runs `slimio-repro doctor --fix` over every run on the host, and the
+    # fault campaign kills its Snakemake and clears the lock it leaves, which is done only
+    # while no other Snakemake runs in the checkout. (Decide's Snakemake, the one other run
+    # of the lanes that takes the checkout's lock, runs in the host lane.)
     "test_e2e::test_a_failed_cell_leaves_the_rest_reported_and_only_it_runs_again",
-    "test_e2e::test_decide_runs_the_repetitions_an_undecided_claim_needs",
     "test_pipeline_faults::test_bare_faults_rerun_only_the_interrupted_cell_and_leave_nothing",
 }
 
@@ -145,13 +145,14 @@ def fixture_cell(tmp_path) -> Path:
     return dst
 
 
-def snakemake(*args: str, cwd: Path = REPO, check: bool = False,
-              slurm: bool = False) -> subprocess.CompletedProcess:
-    """Snakemake of the project's venv. A local run (``slurm`` False) is pointed at no SLURM
-    configuration: the SLURM executor plugin runs `scontrol show config` whenever Snakemake
-    starts, which waits 9 s for a controller that is installed but stopped (as the one-node
-    cluster is after tests/test_slurm.py), and fails at once without a configuration."""
-    env = dict(os.environ, PATH=f"{VENV_BIN}:{os.environ['PATH']}")
+def snakemake(*args: str, cwd: Path = REPO, check: bool = False, slurm: bool = False,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """Snakemake of the project's venv, with ``env`` added to the environment. A local run
+    (``slurm`` False) is pointed at no SLURM configuration: the SLURM executor plugin runs
+    `scontrol show config` whenever Snakemake starts, which waits 9 s for a controller that
+    is installed but stopped (as the one-node cluster is after tests/test_slurm.py), and
+    fails at once without a configuration."""
+    env = dict(os.environ, **(env or {}), PATH=f"{VENV_BIN}:{os.environ['PATH']}")
     if not slurm:
         env["SLURM_CONF"] = os.devnull
     if os.environ.get("PYTEST_XDIST_WORKER") and "--unlock" not in args:

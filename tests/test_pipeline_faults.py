@@ -7,12 +7,10 @@ runs at scale)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 
 import pytest
 
-from conftest import REPO, VENV_BIN, built_box, require_root, snakemake
+from conftest import REPO, built_box, require_root, snakemake
 from slimio_repro.agent import layout
 from slimio_repro.claims.decide import find_snakemake
 from slimio_repro.run import faults, leases
@@ -32,13 +30,9 @@ def test_a_hung_boot_is_retried_and_the_cell_completes(tmp_path):
     built_box()
     results = tmp_path / "results"
     stall_s = 75
-    env = dict(os.environ, **{vmmod.HANG_BOOTS_ENV: "1", vmmod.MUTE_BOOTS_ENV: "1"})
-    proc = subprocess.run(
-        [str(VENV_BIN / "snakemake"), "--cores", "all", str(results / "raw" / CELL),
-         "--config", f"results_dir={results}", f"testbeds={{vm: {{boot_stall_s: {stall_s}}}}}"],
-        cwd=REPO, env={**env, "SLURM_CONF": "/dev/null",
-                       "PATH": f"{VENV_BIN}:{env['PATH']}"},
-        capture_output=True, text=True)
+    proc = snakemake("--cores", "all", str(results / "raw" / CELL), "--config",
+                     f"results_dir={results}", f"testbeds={{vm: {{boot_stall_s: {stall_s}}}}}",
+                     env={vmmod.HANG_BOOTS_ENV: "1", vmmod.MUTE_BOOTS_ENV: "1"})
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     raw = results / "raw" / CELL
     assert (raw / layout.RAW_COMPLETE).exists()
