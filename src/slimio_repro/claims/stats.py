@@ -197,22 +197,25 @@ def decide_probability(iv: Interval, edges: Sequence[float], n: np.ndarray | int
     if not points:
         return np.ones_like(ns)
     inverse_n = iv.se ** 2 / iv.q if iv.q > 0 else iv.groups / 2   # sum(1 / n_g)
-    st = scipy_stats()
+    # SciPy's special functions (the chi-square's, Student's t's and the normal's quantiles
+    # and distribution), which scipy.stats's distributions compute, without their argument
+    # checks: decide and the simulations that test this call it thousands of times.
+    from scipy import special
     s2_0, df_0 = prior if prior else (0.0, 0.0)
     u = (np.arange(SPREAD_DRAWS) + 0.5) / SPREAD_DRAWS
     # The true variance (axis 0), and the chi-square of the cells to come (axis 1).
-    s2 = ((max(iv.q, 0.0) * iv.df + s2_0 * df_0) / st.chi2.ppf(u, iv.df + df_0))
+    s2 = ((max(iv.q, 0.0) * iv.df + s2_0 * df_0) / special.chdtri(iv.df + df_0, 1 - u))
     s2 = s2[:, None, None]
     dof = iv.groups * (ns - 1)
     new = np.maximum(dof - iv.df, 1e-9)
-    chi2 = st.chi2.ppf(u[:, None], new)[None, :, :]
+    chi2 = special.chdtri(new, 1 - u[:, None])[None, :, :]
     q_n = (max(iv.q, 0.0) * iv.df + s2 * chi2) / (iv.df + new)      # the spread measured at n
-    half = st.t.ppf(0.5 + conf / 2, dof) * np.sqrt(q_n * iv.groups / ns)
+    half = special.stdtrit(dof, 0.5 + conf / 2) * np.sqrt(q_n * iv.groups / ns)
     scale = np.sqrt(s2 * np.maximum(inverse_n - iv.groups / ns, 0.0))
 
     def cdf(x):
         safe = np.where(scale > 0, scale, 1.0)
-        return np.where(scale > 0, st.norm.cdf((x - centre) / safe),
+        return np.where(scale > 0, special.ndtr((x - centre) / safe),
                         (x >= centre).astype(float))
 
     # The undecided region: the union of [edge - half, edge + half] over the sorted edges.
