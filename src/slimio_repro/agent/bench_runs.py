@@ -255,7 +255,6 @@ def profiled(pid: int, scratch: Path, report: Path | None):
     ack_fd = os.open(ack, os.O_RDONLY | os.O_NONBLOCK)
     rec = subprocess.Popen([*PERF_RECORD, "--delay=-1", "--control", f"fifo:{ctl},{ack}",
                             "-o", str(data)], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    threads = [str(pid)]
     try:
         _enable(rec, ctl, ack_fd)
         yield
