@@ -154,9 +154,10 @@ def test_always_log_is_held_against_one_durable_write_of_its_mean_batch(config, 
 def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_path,
                                                                         monkeypatch):
     """The bench's --profile on a real process: perf's software clock samples a busy
-    Python for half a second, and the report names its thread and its interpreter. The
-    block is sampled from its start however long perf takes to start (here 2 s more, as
-    on a busy host)."""
+    Python for half a second, and the report holds its samples, per thread and symbol, and
+    none of a twin (a second Python running the same loop, as the other test worker may
+    be). The block is sampled from its start however long perf takes to start (here 2 s
+    more, as on a busy host)."""
     import shutil
     import sys
     import time as _time
@@ -166,19 +167,26 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
                                f'exec {shutil.which("perf")} "$@"\n')
     (slow / "perf").chmod(0o755)
     monkeypatch.setenv("PATH", f"{slow}:{os.environ['PATH']}")
-    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    busy, twin = (subprocess.Popen([sys.executable, "-c", "while True: pass"])
+                  for _ in range(2))
     try:
         report = tmp_path / "profiles" / "run-0.txt"
         with guest_bench.profiled(busy.pid, tmp_path, report):
             _time.sleep(0.5)
     finally:
-        busy.kill()
-        busy.wait()
+        for p in (busy, twin):
+            p.kill()
+            p.wait()
     text = report.read_text()
-    by_pid = subprocess.run(["perf", "report", "--stdio", "--sort", "pid", "-i",
+    by_pid = subprocess.run(["perf", "report", "--stdio", "-n", "--sort", "pid", "-i",
                              str(tmp_path / "perf.data")], capture_output=True, text=True).stdout
-    assert "cpu-clock" in text and "python" in text, f"pid {busy.pid}:\n{text}\n{by_pid}"
-    assert f"{busy.pid}:python" in by_pid
+    samples = {int(pid): int(n) for n, pid in
+               re.findall(r"^\s+[\d.]+%\s+(\d+)\s+(\d+):", by_pid, re.M)}
+    assert samples.get(busy.pid, 0) > 100 and samples.get(twin.pid, 0) > 100, by_pid
+    rows = re.findall(r"^\s+[\d.]+%\s+(\d+):(\S+)\s+(\S+)", text, re.M)
+    assert rows and all(int(tid) == busy.pid for tid, _, _ in rows), f"{text}\n{by_pid}"
+    assert any(comm.startswith("python") and "python" in dso for _, comm, dso in rows), text
+    assert f"# Samples: {samples[busy.pid]} " in text, f"{text}\n{by_pid}"
     # The whole machine's samples per command, from a recording of every CPU (which CPUs
     # sample while idle depends on the kernel: a VM's guest shows swapper, this host not).
     system = (tmp_path / "profiles" / "run-0-system.txt").read_text()

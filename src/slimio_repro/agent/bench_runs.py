@@ -233,7 +233,11 @@ def wal_timeline(info: dict) -> dict:
 # shows how much of the CPUs the run left unused: a run that is waiting, not computing.
 # A profiled run's rate carries perf's cost: take ratios from a bench without --profile.
 PERF_RECORD = ["perf", "record", "-a", "-e", "cpu-clock", "-F", "999", "--quiet"]
-PERF_REPORT = ["perf", "report", "--stdio", "--sort", "comm,dso,sym",
+# The process report sorts by thread ("pid": tid:comm) first: perf report merges samples
+# with equal sort keys into one entry and keeps the thread filter's verdict of the first, so
+# under "comm,dso,sym" another process of the same name running the same code (a second
+# Python) takes all of the filtered process's samples, or gives it all of its own (perf 6.1).
+PERF_REPORT = ["perf", "report", "--stdio", "--sort", "pid,dso,sym",
                "--percent-limit", "0.5", "--percentage", "relative"]
 PERF_REPORT_SYSTEM = ["perf", "report", "--stdio", "--sort", "comm", "--percent-limit", "0.5"]
 
@@ -258,7 +262,6 @@ def profiled(pid: int, scratch: Path, report: Path | None):
     try:
         _enable(rec, ctl, ack_fd)
         yield
-        threads = _threads(pid)
     finally:
         os.close(ack_fd)
         if rec.poll() is None:
@@ -268,24 +271,13 @@ def profiled(pid: int, scratch: Path, report: Path | None):
         raise BenchRunError(f"perf record -a failed ({rec.returncode}): "
                          f"{err.decode(errors='replace').strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
-    for cmd, out in (([*PERF_REPORT, "--tid", ",".join(threads)], report),
+    for cmd, out in (([*PERF_REPORT, "--pid", str(pid)], report),
                      (PERF_REPORT_SYSTEM, report.with_name(f"{report.stem}-system.txt"))):
         proc = subprocess.run([*cmd, "-i", str(data)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
             raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
         out.write_text(proc.stdout)
-
-
-def _threads(pid: int) -> list[str]:
-    """The thread ids of process ``pid`` (itself only, once it is gone). The report selects
-    the process's samples by their thread id: perf report's --pid goes by the process perf
-    attributes each thread to, and under load that leaves out a busy process's samples now
-    and then (perf 6.1)."""
-    try:
-        return sorted(os.listdir(f"/proc/{pid}/task"), key=int)
-    except FileNotFoundError:
-        return [str(pid)]
 
 
 def _enable(rec: subprocess.Popen, ctl: Path, ack_fd: int, timeout_s: float = 60) -> None:
