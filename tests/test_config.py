@@ -91,6 +91,17 @@ def test_missing_config_file_is_named(tmp_path):
         configmod.load([tmp_path / "nope.yaml"])
 
 
+def test_a_config_file_that_is_not_yaml_or_not_a_mapping_is_named_with_where(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("matrix:\n  repetitions: [1, 2\n")
+    with pytest.raises(configmod.ConfigError,
+                       match=r"(?s)bad.yaml is not valid YAML: .*line 2, column"):
+        configmod.load_yaml(bad)
+    bad.write_text("- a list\n")
+    with pytest.raises(configmod.ConfigError, match="bad.yaml must hold a mapping, not list"):
+        configmod.load_yaml(bad)
+
+
 def test_matrix_expands_to_one_cell_per_repetition(default_config):
     got = configmod.make(default_config).matrix
     m = default_config["matrix"]

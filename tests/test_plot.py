@@ -20,9 +20,10 @@ CELLS = {"baseline": "bare-baseline-redis-benchmark-periodical-r1",
          "slimio": "bare-slimio-redis-benchmark-periodical-r1"}
 
 
-@pytest.fixture
-def pairs(tmp_path):
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory):
     """(record, time series) files of the real periodical cells, as parse_cell writes them."""
+    tmp_path = tmp_path_factory.mktemp("cells")
     out = {}
     for system, cell in CELLS.items():
         record, series = parse.parse_cell(CELL_FIXTURES / cell)
@@ -34,18 +35,23 @@ def pairs(tmp_path):
     return out
 
 
-@pytest.fixture
-def drawn(pairs, tmp_path, monkeypatch):
-    """Figure 5 drawn and saved; the figure object kept for reading back."""
+@pytest.fixture(scope="module")
+def drawn(pairs, tmp_path_factory):
+    """Figure 5 drawn and saved once for the module's tests, which only read it; the figure
+    object kept for reading back."""
+    tmp_path = tmp_path_factory.mktemp("fig5")
     figures, save = [], plot._save
-    monkeypatch.setattr(plot, "_save", lambda fig, outputs: (figures.append(fig),
-                                                             save(fig, outputs)))
-    monkeypatch.setattr(plot.pyplot(), "close", lambda fig: None)
-    outputs = [tmp_path / "figures" / "fig5_runtime_rps.png",
-               tmp_path / "figures" / "fig5_runtime_rps.pdf"]
-    plot.runtime_rps_figure("fig5_runtime_rps", [pairs["baseline"], pairs["slimio"]], outputs)
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        monkeypatch.setattr(plot, "_save", lambda fig, outputs: (figures.append(fig),
+                                                                 save(fig, outputs)))
+        monkeypatch.setattr(plot.pyplot(), "close", lambda fig: None)
+        outputs = [tmp_path / "figures" / "fig5_runtime_rps.png",
+                   tmp_path / "figures" / "fig5_runtime_rps.pdf"]
+        plot.runtime_rps_figure("fig5_runtime_rps", [pairs["baseline"], pairs["slimio"]],
+                                outputs)
     (fig,) = figures
-    return fig, outputs
+    yield fig, outputs
+    plot.pyplot().close(fig)
 
 
 def test_figure_is_written_as_png_and_pdf(drawn):

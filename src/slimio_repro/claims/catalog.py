@@ -216,7 +216,7 @@ def load(path: Path = CLAIMS) -> list[Claim]:
     try:
         # libyaml's parser (PyYAML's wheels carry it): 10x the pure-Python one on the
         # largest YAML that every Snakemake start reads.
-        data = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        data = yaml.load(path.read_text(), Loader=yaml.CSafeLoader)
     except (OSError, yaml.YAMLError) as e:
         raise ClaimsError(f"cannot read the claims file {path}: {e}") from e
     try:
