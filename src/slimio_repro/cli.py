@@ -503,7 +503,7 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(func=cmd_estimate)
     p = with_config(sub.add_parser(
         "calibrate", help="this host's speed: two smoke cells, each in a VM booted for "
-        "it (about two minutes), against the reference run's cells of their sets; then the "
+        "it (about 2.5 minutes), against the reference run's cells of their sets; then the "
         "run of the configured profile (default smoke) that it predicts here, the builds "
         "cached (written to BUILD_DIR/calibration.json)"))
     p.add_argument("--build-dir", help="where the guest box is and the result goes "

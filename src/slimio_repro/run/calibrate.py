@@ -36,12 +36,11 @@ from .. import paths
 from .. import plan as planmod
 from ..agent import layout, provenance
 
-# The cells that measure this host: the smoke run's work is a third redis-benchmark's and two
-# thirds YCSB's, half of it under Always-Log, nine tenths of it cells that write to the
-# emulated device (whose host side, QEMU's writes to its image, sped up differently from the
-# CPU: on a host whose nopersist cells ran 1.26 times as fast as the reference's, the
-# baseline's YCSB-A cells ran 1.50 times as fast). So: the baseline on F2FS, both workloads,
-# both policies.
+# The cells that measure this host do the kind of work the smoke run does: a third of it
+# redis-benchmark's and two thirds YCSB's, half of it under Always-Log, nine tenths of it in
+# cells that write to the emulated device. So the baseline on F2FS, both workloads and both
+# policies (docs/tutorial/first-run.md has how its predictions fell, and the no-persistence
+# cells' before).
 CALIBRATION_CELLS = ("vm-baseline-redis-benchmark-always-r1",
                      "vm-baseline-ycsb-a-periodical-r1")
 SMOKE_PROFILE = paths.CONFIG_DIR / "profiles" / "smoke.yaml"
