@@ -1,4 +1,4 @@
-"""`slimio-repro calibrate`: this host's speed from one cell, and the smoke run it predicts.
+"""`slimio-repro calibrate`: this host's speed from two cells, and the smoke run it predicts.
 
 The reference (results/reference/smoke-run) is a real smoke run with kept guests: one cell
 booted its VM, the 21 others took it over with their namespace made blank.
