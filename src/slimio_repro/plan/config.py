@@ -32,7 +32,8 @@ def load_yaml(path: str | Path) -> dict:
     path = Path(path)
     try:
         with open(path) as fh:
-            # libyaml's safe loader (in PyYAML's wheels): config.yaml in 1.2 ms, not 16.6 ms.
+            # libyaml's safe loader (in PyYAML's wheels): config.yaml in 1.2 ms against
+            # the pure-Python one's 16.6 ms (timeit, 20 loads each).
             data = yaml.load(fh, Loader=yaml.CSafeLoader) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file {path} does not exist") from None

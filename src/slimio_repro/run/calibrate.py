@@ -2,13 +2,13 @@
 
 :data:`CALIBRATION_CELLS` run here, each in a VM booted for it: two of the smoke profile's
 baseline cells, one of each workload and policy (redis-benchmark's SETs with an fsync per
-write, and YCSB's JVM, load and run with an fsync a second and its snapshots): 92 s of their
-own work after two boots on the reference host. What
-the reference run's cells of the same sets did, over what they did here (the cells' own
-phases, not the testbed's: the reference has one boot, too few to compare with), is this
-host's speed. :func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this
-host at that speed (one node, Snakemake running the cells, the builds cached), calibrated on
-the reference run's cells and Snakemake log: the expected wall time and its interval.
+write, then its snapshots; YCSB's JVM, load and run with an fsync a second): 91 s of their
+own work after two boots on the reference host. What the reference run's cells of the same
+sets did, over what they did here (the cells' own phases, not the testbed's: the reference
+has one boot, too few to compare with), is this host's speed.
+:func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this host at that
+speed (one node, Snakemake running the cells, the builds cached), calibrated on the
+reference run's cells and Snakemake log: the expected wall time and its interval.
 
 The interval also carries the calibration's own noise: a cell's own work varies from one
 repetition to the next by a factor of lognormal spread :func:`cell_noise` (measured on the
@@ -39,8 +39,8 @@ from ..agent import layout, provenance
 # The cells that measure this host do the kind of work the smoke run does: a third of it
 # redis-benchmark's and two thirds YCSB's, half of it under Always-Log, nine tenths of it in
 # cells that write to the emulated device. So the baseline on F2FS, both workloads and both
-# policies (docs/tutorial/first-run.md has how its predictions fell, and the no-persistence
-# cells' before).
+# policies (docs/tutorial/first-run.md has how its predictions fell, beside the
+# no-persistence cells' on the same runs).
 CALIBRATION_CELLS = ("vm-baseline-redis-benchmark-always-r1",
                      "vm-baseline-ycsb-a-periodical-r1")
 SMOKE_PROFILE = paths.CONFIG_DIR / "profiles" / "smoke.yaml"
