@@ -749,8 +749,8 @@ def test_snapshot_child_dies_with_its_parent(slim, command):
 @device
 def test_kill9_parent_while_rewrite_child_writes(slim):
     """kill -9 of the main process in the middle of a slow rewrite: 5 ms per key, 7.5 s in
-    all, for the 200 Always-Log writes after it in a TCG guest (at 0.2 ms per key, a guest's
-    rewrite once ended before them). The child dies with its parent: the delay costs
+    all, so that it outlasts the 200 Always-Log writes after it in a TCG guest (at 0.2 ms
+    per key it can end before them). The child dies with its parent: the delay costs
     nothing."""
     s = slim(policy="always", extra={"rdb-key-save-delay": "5000"})
     s.start()
