@@ -147,3 +147,23 @@ def test_unknown_system_is_refused(tmp_path):
     with pytest.raises(build.BuildError, match=r"unknown system 'slimio-nofdp'"):
         build.build_redis("slimio-nofdp", "7.0.15", tmp_path / "x.tar.gz", tmp_path / "out",
                           1, tmp_path / "log")
+
+
+def test_a_second_tree_of_the_same_sources_compiles_from_the_cache(tmp_path, monkeypatch):
+    """Two unpacked trees (as the baseline and slimio builds, or two clones): the second's
+    object comes from ccache, though the trees' absolute paths differ."""
+    monkeypatch.setenv("CCACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(paths, "REPO_ROOT", tmp_path)
+    assert build.compile_env() is not None, "ccache is missing: run `make setup-host`"
+    for name in ("baseline.partial", "slimio.partial"):
+        tree = tmp_path / name
+        (tree / "include").mkdir(parents=True)
+        (tree / "include" / "x.h").write_text("#define X 42\n")
+        (tree / "x.c").write_text('#include "x.h"\nint x(void) { return X; }\n')
+        with open(tmp_path / f"{name}.log", "w") as log:
+            build.run_logged(["cc", "-g", "-c", f"-I{tree / 'include'}", "x.c", "-o", "x.o"],
+                             tree, log)
+    stats = dict(line.split("\t") for line in build.subprocess.run(
+        ["ccache", "--print-stats"], capture_output=True, text=True,
+        env=build.compile_env(), check=True).stdout.splitlines())
+    assert (int(stats["cache_miss"]), int(stats["direct_cache_hit"])) == (1, 1), stats

@@ -211,6 +211,7 @@ def build(version: str, out_dir: Path, jobs: int, log_path: Path) -> dict:
         "host_kernel": platform.release(),
         "host_machine": platform.machine(),
         "compiler": build_redis.tool_version(["cc", "--version"]),
+        "compiler_cache": build_redis.compiler_cache(),
         "needed_libraries": needed_libraries(bin_dir / "fio"),
         "engines_checked": list(REQUIRED_ENGINES),
     }

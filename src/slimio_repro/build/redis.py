@@ -130,12 +130,38 @@ def series_hash(patches: list[Path]) -> str:
     return h.hexdigest()
 
 
+# The compiler cache (ccache, which the setup playbook installs). Every build unpacks a
+# fresh tree and compiles all of it; ccache keeps each object under a hash of its source,
+# headers and flags, so the slimio build takes the baseline's objects for the files the two
+# share, and a build again (a new checkout, a change to SlimIO's sources) compiles only
+# what changed. Its wrappers come first on PATH, where Redis's, its dependencies' and fio's
+# makefiles find `cc`. Paths under the repository are hashed relative to it (BASEDIR), and
+# the compiler's directory is not hashed (NOHASHDIR): each build's tree is new and deleted
+# after it, so the objects' debug information names the first tree that compiled them. The
+# cache is ccache's default, $HOME/.cache/ccache.
+CCACHE_WRAPPERS = Path("/usr/lib/ccache")
+
+
+def compile_env() -> dict | None:
+    """The environment of a build's commands with the compiler cache, or None without it."""
+    if not (CCACHE_WRAPPERS / "cc").exists():
+        return None
+    return {**os.environ, "PATH": f"{CCACHE_WRAPPERS}:{os.environ.get('PATH', '')}",
+            "CCACHE_BASEDIR": str(paths.REPO_ROOT), "CCACHE_NOHASHDIR": "1"}
+
+
+def compiler_cache() -> str:
+    """What compiles a build's files: ccache's version line, or "none" (the build records it)."""
+    return tool_version(["ccache", "--version"]) if compile_env() else "none"
+
+
 def run_logged(cmd: list[str], cwd: Path, log, error: type[Exception] | None = None) -> None:
-    """Run ``cmd`` in ``cwd`` with its output appended to the open build ``log``; raise
-    ``error`` (BuildError by default) naming the command and the log when it fails."""
+    """Run ``cmd`` in ``cwd`` (with the compiler cache, :func:`compile_env`) with its output
+    appended to the open build ``log``; raise ``error`` (BuildError by default) naming the
+    command and the log when it fails."""
     log.write(f"$ {' '.join(cmd)}  (in {cwd})\n")
     log.flush()
-    proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.run(cmd, cwd=cwd, stdout=log, stderr=subprocess.STDOUT, env=compile_env())
     if proc.returncode != 0:
         raise (error or BuildError)(f"`{' '.join(cmd)}` failed with exit code "
                                     f"{proc.returncode}; see the build log {log.name}")
@@ -224,6 +250,7 @@ def build_redis(system: str, version: str, tarball: Path, out_dir: Path, jobs: i
         "make_jobs": jobs,
         "make_flags": MAKE_FLAGS,
         "compiler": tool_version(["cc", "--version"]),
+        "compiler_cache": compiler_cache(),
         "build_time_s": round(time.monotonic() - started, 1),
         "redis_server_version": tool_version([str(work / "bin" / "redis-server"), "--version"]),
     }
