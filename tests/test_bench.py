@@ -201,6 +201,106 @@ def test_a_profile_samples_the_process_with_perf_and_reports_its_symbols(tmp_pat
     assert not (tmp_path / "none").exists()
 
 
+def test_the_machine_profile_gives_a_process_the_cpu_time_the_kernel_counted(tmp_path):
+    """The accounting's source against the kernel's own count: a process that burns CPU
+    for about 0.6 s under a name of its own, profiled from before its start to after its
+    end; perf's whole-machine report per command, object and symbol gives it the CPU time
+    its rusage says, within a tenth (999 Hz: about 600 samples)."""
+    import sys
+    burn = ("import time\nopen('/proc/self/comm', 'w').write('slimio-burn')\n"
+            "t = time.process_time()\nwhile time.process_time() - t < 0.6: pass\n")
+    report = tmp_path / "profiles" / "run-0.txt"
+    with guest_bench.profiled(os.getpid(), tmp_path, report):
+        child = subprocess.Popen([sys.executable, "-c", burn])
+        _, status, usage = os.wait4(child.pid, 0)
+    assert status == 0
+    counted = usage.ru_utime + usage.ru_stime
+    doc = json.loads(report.with_name("run-0-machine.json").read_text())
+    assert doc["report"] == guest_bench.PERF_REPORT_MACHINE
+    mine = [r for r in doc["rows"] if r["comm"] == "slimio-burn"]
+    sampled = sum(r["ns"] for r in mine) / 1e9
+    assert counted > 0.55 and sampled == pytest.approx(counted, rel=0.1), (sampled, counted)
+    assert any("python" in r["dso"] and not r["kernel"] for r in mine), mine
+    assert all(set(r) == {"comm", "dso", "sym", "kernel", "ns", "samples"} and r["samples"] > 0
+               for r in doc["rows"])
+    # The same report's text, parsed again, and a line that is not perf's is named.
+    text = subprocess.run([*guest_bench.PERF_REPORT_MACHINE, "-i", str(tmp_path / "perf.data")],
+                          capture_output=True, text=True, check=True).stdout
+    assert guest_bench.machine_profile(text) == doc["rows"]
+    with pytest.raises(guest_bench.BenchRunError, match="line 2 of perf report .*'oops'"):
+        guest_bench.machine_profile("# header\noops\n")
+
+
+def _machine(rows):
+    return {"report": guest_bench.PERF_REPORT_MACHINE,
+            "rows": [{"comm": c, "dso": d, "sym": s, "kernel": d == "[kernel.kallsyms]",
+                      "ns": int(us * 1e3 * SETS), "samples": 1} for c, d, s, us in rows]}
+
+
+SETS = 1000
+
+
+def test_the_accounting_adds_up_each_runs_cpu_per_set_by_where_it_went(tmp_path):
+    """A known truth: two rounds of nopersist and slimio whose profiles put known us per
+    SET in each group; the tables give each group's mean, each pair's difference, and the
+    symbols' differences, whose lines add up to the busy CPU's difference exactly."""
+    base = [("redis-server", "redis-server", "processCommand", 50.0),
+            ("redis-server", "libc.so.6", "__memmove_avx_unaligned_erms", 5.0),
+            ("redis-server", "[kernel.kallsyms]", "tcp_sendmsg", 40.0),
+            ("redis-benchmark", "redis-benchmark", "writeHandler", 60.0),
+            ("kworker/0:1", "[kernel.kallsyms]", "process_one_work", 2.0),
+            ("swapper", "[kernel.kallsyms]", "pv_native_safe_halt", 30.0)]
+    extra = {0: [("redis-server", "redis-server", "crc32cSw", 6.0),
+                 ("redis-server", "libc.so.6", "__memmove_avx_unaligned_erms", 1.0),
+                 ("redis-server", "[kernel.kallsyms]", "nvme_submit_cmds", 3.0),
+                 ("iou-wrk-1234", "[kernel.kallsyms]", "io_wq_worker", 2.0)],
+             1: [("redis-server", "redis-server", "crc32cSw", 4.0),
+                 ("redis-server", "[kernel.kallsyms]", "nvme_submit_cmds", 5.0)]}
+    profiles = tmp_path / "profiles"
+    profiles.mkdir()
+    runs = []
+    for k in (0, 1):
+        for i, (system, rows) in enumerate((("nopersist", base), ("slimio", base + extra[k]))):
+            n = 2 * k + i
+            runs.append({"run": n, "round": k, "policy_block": "periodical", "system": system,
+                         "requests_completed": SETS, "host_vcpu_us_per_set": 200.0 + i})
+            (profiles / f"run-{n}-{system}-periodical-machine.json").write_text(
+                json.dumps(_machine(rows)))
+    rows = bench.accounting(runs, profiles)
+    got = {(r["round"], r["system"], r["group"]): r["us_per_set"] for r in rows}
+    slimio_code, redis_code, libc, kernel = (g for g, _ in bench.ACCOUNT_GROUPS[:4])
+    assert got[0, "slimio", slimio_code] == pytest.approx(6.0)
+    assert got[0, "slimio", redis_code] == pytest.approx(50.0)
+    assert got[0, "slimio", libc] == pytest.approx(6.0)
+    assert got[0, "slimio", kernel] == pytest.approx(45.0)      # io_uring's worker too
+    assert got[0, "nopersist", bench.IDLE_GROUP] == pytest.approx(30.0)
+    assert got[0, "nopersist", bench.BUSY] == pytest.approx(157.0)     # all but idle
+    assert got[1, "slimio", bench.BUSY] == pytest.approx(166.0)
+    assert got[1, "slimio", bench.HOST_VCPU] == 201.0
+    md = "\n".join(bench.accounting_lines(rows))
+    # Means over the rounds: SlimIO's code 5.0 us per SET, the kernel's 5.0 more (io_uring's
+    # worker in one round), the busy CPUs (12 + 9) / 2 = 10.5 more.
+    assert f"| {slimio_code} | 0.0 | 5.0 | +5.0 |" in md, md
+    assert f"| {kernel} | 40.0 | 45.0 | +5.0 |" in md, md
+    assert f"| {bench.BUSY} | 157.0 | 167.5 | +10.5 |" in md, md
+    assert f"| {bench.HOST_VCPU} | 200.0 | 201.0 | +1.0 |" in md, md
+    assert f"| {slimio_code} | crc32cSw (redis-server) | +5.0 |" in md
+    assert f"| {kernel} | nvme_submit_cmds ([kernel.kallsyms]) | +4.0 |" in md
+    assert f"| {libc} | __memmove_avx_unaligned_erms (libc.so.6) | +0.5 |" in md
+    assert "processCommand" not in md.split("symbols whose")[1]     # no difference: not listed
+    assert "| | **all CPUs, busy** | **+10.5** |" in md
+    listed = [float(x) for x in re.findall(r"^\| [^|]*\| [^|*]+ \| ([+-][\d.]+) \|$", md, re.M)]
+    assert sum(listed) == pytest.approx(10.5), md
+    # With fewer symbols listed than differ, the rest is one line and the sum still holds.
+    top = bench.TOP_SYMBOLS
+    bench.TOP_SYMBOLS = 2
+    try:
+        md = "\n".join(bench.accounting_lines(rows))
+    finally:
+        bench.TOP_SYMBOLS = top
+    assert "| | the other 2 symbols | +1.5 |" in md, md
+
+
 def test_the_no_io_bounds_refuse_a_directory_that_is_not_in_memory():
     from slimio_repro.agent import inmemory
     assert inmemory.fs_type(inmemory.MEMORY_ROOT) == "tmpfs"

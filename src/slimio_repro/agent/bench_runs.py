@@ -228,9 +228,11 @@ def wal_timeline(info: dict) -> dict:
 
 # perf's software clock (no PMU under TCG, nor in every VM), about 1 kHz per CPU, every
 # CPU, no call graphs (Redis is built without frame pointers, and they would add to what
-# perf costs the run). Two reports: the server's (the share of its samples per thread,
-# object and symbol), and the whole machine's per command, where the idle task (swapper)
-# shows how much of the CPUs the run left unused: a run that is waiting, not computing.
+# perf costs the run). Three reports: the server's (the share of its samples per thread,
+# object and symbol), the whole machine's per command, where the idle task (swapper)
+# shows how much of the CPUs the run left unused (a run that is waiting, not computing),
+# and the whole machine's CPU time per command, object and symbol (PERF_REPORT_MACHINE),
+# which the bench adds up per SET (run.bench's accounting).
 # A profiled run's rate carries perf's cost: take ratios from a bench without --profile.
 PERF_RECORD = ["perf", "record", "-a", "-e", "cpu-clock", "-F", "999", "--quiet"]
 # The process report sorts by thread ("pid": tid:comm) first: perf report merges samples
@@ -240,13 +242,41 @@ PERF_RECORD = ["perf", "record", "-a", "-e", "cpu-clock", "-F", "999", "--quiet"
 PERF_REPORT = ["perf", "report", "--stdio", "--sort", "pid,dso,sym",
                "--percent-limit", "0.5", "--percentage", "relative"]
 PERF_REPORT_SYSTEM = ["perf", "report", "--stdio", "--sort", "comm", "--percent-limit", "0.5"]
+# Every entry, with the clock's nanoseconds (period) and samples, fields split by ";"
+# (:func:`machine_profile` reads it). No filter, so no entry is merged across a filter.
+PERF_REPORT_MACHINE = ["perf", "report", "--stdio", "--sort", "comm,dso,sym",
+                       "--fields", "period,sample,comm,dso,sym", "--field-separator", ";",
+                       "--percent-limit", "0"]
+MACHINE_PROFILE = "{stem}-machine.json"
+
+
+def machine_profile(text: str) -> list[dict]:
+    """The entries of a :data:`PERF_REPORT_MACHINE` report: per command, object and symbol,
+    the CPU time perf's clock sampled (``ns``, the sum of the samples' periods) and the
+    samples. A kernel symbol (perf's ``[k]``) has ``kernel`` true. Header lines (``#``) are
+    skipped; any other line that is not five fields is an error naming it."""
+    rows = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        fields = [f.strip() for f in line.split(";")]
+        if len(fields) != 5 or not (fields[0].isdigit() and fields[1].isdigit()):
+            raise BenchRunError(f"line {n} of perf report is not period;samples;command;"
+                                f"object;symbol: {line[:200]!r}")
+        period, samples, comm, dso, sym = fields
+        kind, _, name = sym.partition(" ")
+        rows.append({"comm": comm, "dso": dso, "sym": name if kind in ("[k]", "[.]") else sym,
+                     "kernel": kind == "[k]", "ns": int(period), "samples": int(samples)})
+    return rows
 
 
 @contextmanager
 def profiled(pid: int, scratch: Path, report: Path | None):
     """perf samples every CPU while the block runs; the share of process ``pid``'s samples
-    per thread, object and symbol is written to ``report``, and the machine's per command
-    (``report``'s name with ``-system``) beside it. Nothing without ``report``."""
+    per thread, object and symbol is written to ``report``, the machine's per command
+    (``report``'s name with ``-system``) beside it, and the machine's CPU time per command,
+    object and symbol as JSON (:data:`MACHINE_PROFILE`, :func:`machine_profile`). Nothing
+    without ``report``."""
     if report is None:
         yield
         return
@@ -272,12 +302,18 @@ def profiled(pid: int, scratch: Path, report: Path | None):
                          f"{err.decode(errors='replace').strip()[-500:]}")
     report.parent.mkdir(parents=True, exist_ok=True)
     for cmd, out in (([*PERF_REPORT, "--pid", str(pid)], report),
-                     (PERF_REPORT_SYSTEM, report.with_name(f"{report.stem}-system.txt"))):
+                     (PERF_REPORT_SYSTEM, report.with_name(f"{report.stem}-system.txt")),
+                     (PERF_REPORT_MACHINE, None)):
         proc = subprocess.run([*cmd, "-i", str(data)], capture_output=True, text=True,
                               timeout=600)
         if proc.returncode != 0:
             raise BenchRunError(f"perf report failed: {proc.stderr.strip()[-500:]}")
-        out.write_text(proc.stdout)
+        if out is None:
+            rows = machine_profile(proc.stdout)
+            report.with_name(MACHINE_PROFILE.format(stem=report.stem)).write_text(
+                json.dumps({"report": PERF_REPORT_MACHINE, "rows": rows}) + "\n")
+        else:
+            out.write_text(proc.stdout)
 
 
 def _enable(rec: subprocess.Popen, ctl: Path, ack_fd: int, timeout_s: float = 60) -> None:

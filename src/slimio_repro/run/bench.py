@@ -116,8 +116,144 @@ RATE_COLUMNS = [("rps", "SET/s", "{:,.0f}"), ("snapshot_s", "snapshot s", "{:.3f
                 ("host_other_cores", "host cores: other", "{:.2f}")]
 
 
+# --profile's accounting: where each run's CPU went per SET, from perf's report of the whole
+# machine (agent.bench_runs.machine_profile), by group of threads and objects. An entry goes
+# to the first group whose test holds for (command, object, symbol, kernel). The server's
+# threads: its main thread and SlimIO's completion threads (they keep its name), Redis's
+# bio and I/O threads, io_uring's workers for it.
+SERVER_COMMS = ("redis-server", "bio_", "io_thd_", "iou-", "jemalloc_bg_thd")
+SLIMIO_SYMBOLS = ("slimio", "crc32c")
+IDLE_GROUP = "idle (swapper)"
+ACCOUNT_GROUPS = [
+    ("server: SlimIO's code (WAL framing, CRC32C, rings)",
+     lambda c, d, s, k: c.startswith(SERVER_COMMS) and d == "redis-server"
+     and s.startswith(SLIMIO_SYMBOLS)),
+    ("server: Redis's code", lambda c, d, s, k: c.startswith(SERVER_COMMS)
+     and d == "redis-server"),
+    ("server: libc (copies, allocation)", lambda c, d, s, k: c.startswith(SERVER_COMMS)
+     and d.startswith("libc")),
+    ("server: kernel (system calls, network, io_uring, NVMe driver)",
+     lambda c, d, s, k: c.startswith(SERVER_COMMS) and k),
+    ("server: other objects", lambda c, d, s, k: c.startswith(SERVER_COMMS)),
+    ("client (redis-benchmark, user and kernel)",
+     lambda c, d, s, k: c.startswith("redis-benchmark")),
+    (IDLE_GROUP, lambda c, d, s, k: c.startswith("swapper")),
+    ("the bench's own tools (perf, Python)",
+     lambda c, d, s, k: c.startswith(("perf", "python"))),
+    ("kernel threads, interrupts and other processes", lambda c, d, s, k: True),
+]
+BUSY = "all CPUs, busy (perf)"
+HOST_VCPU = "host: QEMU's vCPU threads (its own count)"
+# The pairs whose per-round differences the accounting gives, per policy.
+ACCOUNT_PAIRS = [("slimio", NOPERSIST), ("slimio", "baseline")]
+TOP_SYMBOLS = 15
+
+
 class BenchError(RuntimeError):
     pass
+
+
+def group_of(comm: str, dso: str, sym: str, kernel: bool) -> str:
+    """The accounting group (:data:`ACCOUNT_GROUPS`) of one entry of perf's report."""
+    return next(name for name, test in ACCOUNT_GROUPS if test(comm, dso, sym, kernel))
+
+
+def profile_per_set(rows: list[dict], sets: int) -> tuple[dict, dict]:
+    """One run's machine profile per SET, in us: by group (with :data:`BUSY`, every group
+    but idle), and by (group, symbol (object))."""
+    groups: dict = {name: 0.0 for name, _ in ACCOUNT_GROUPS}
+    symbols: dict = {}
+    for r in rows:
+        g = group_of(r["comm"], r["dso"], r["sym"], r["kernel"])
+        us = r["ns"] / 1e3 / sets
+        groups[g] += us
+        key = (g, f"{r['sym']} ({r['dso']})")
+        symbols[key] = symbols.get(key, 0.0) + us
+    groups[BUSY] = sum(v for k, v in groups.items() if k != IDLE_GROUP)
+    return groups, symbols
+
+
+def accounting(runs: list[dict], profiles: Path) -> list[dict]:
+    """Each profiled run's CPU per SET by group (:func:`profile_per_set`), with the host's
+    own count of its vCPU threads beside it where the run was in a VM: one row per run and
+    group (run, round, policy_block, system, group, us_per_set), and the symbols' in
+    ``symbols`` of the first row of each run."""
+    out = []
+    for r in runs:
+        f = profiles / guest_bench.MACHINE_PROFILE.format(
+            stem=f"run-{r['run']}-{r['system']}-{r['policy_block']}")
+        if not f.is_file() or not r.get("requests_completed"):
+            continue
+        groups, symbols = profile_per_set(json.loads(f.read_text())["rows"],
+                                          r["requests_completed"])
+        if r.get("host_vcpu_us_per_set") is not None:
+            groups[HOST_VCPU] = r["host_vcpu_us_per_set"]
+        for i, (g, us) in enumerate(groups.items()):
+            out.append({"run": r["run"], "round": r["round"], "policy_block": r["policy_block"],
+                        "system": r["system"], "group": g, "us_per_set": us,
+                        **({"symbols": symbols} if i == 0 else {})})
+    return out
+
+
+def accounting_lines(rows: list[dict]) -> list[str]:
+    """The accounting's tables: per policy, each group's us per SET per system and each
+    pair's difference (:data:`ACCOUNT_PAIRS`), then the symbols that make the most of each
+    pair's difference and the rest of it in one line. Means over the rounds, not medians:
+    means add up, so each table's lines sum to its busy total."""
+    if not rows:
+        return []
+    lines = ["", "## Where the CPU per SET goes (--profile: perf's clock on every CPU, us "
+             "per SET, mean over the rounds)"]
+    value = {(r["round"], r["policy_block"], r["system"], r["group"]): r["us_per_set"]
+             for r in rows}
+    syms = {(r["round"], r["policy_block"], r["system"]): r["symbols"] for r in rows
+            if "symbols" in r}
+    for policy in dict.fromkeys(r["policy_block"] for r in rows):
+        here = [r for r in rows if r["policy_block"] == policy]
+        systems = list(dict.fromkeys(r["system"] for r in here))
+        pairs = [(a, b) for a, b in ACCOUNT_PAIRS if a in systems and b in systems]
+        rounds = sorted({r["round"] for r in here})
+        lines += ["", f"### {policy}", "",
+                  "| where | " + " | ".join(systems) + " | "
+                  + " | ".join(f"{a} - {b}" for a, b in pairs) + " |",
+                  "|---|" + "---|" * (len(systems) + len(pairs))]
+        for g in dict.fromkeys(r["group"] for r in here):
+            cells = []
+            for s in systems:
+                v = [value[k, policy, s, g] for k in rounds if (k, policy, s, g) in value]
+                cells.append(f"{statistics.mean(v):.1f}" if v else "n/a")
+            for a, b in pairs:
+                d = [value[k, policy, a, g] - value[k, policy, b, g] for k in rounds
+                     if (k, policy, a, g) in value and (k, policy, b, g) in value]
+                cells.append(f"{statistics.mean(d):+.1f}" if d else "n/a")
+            lines.append(f"| {g} | " + " | ".join(cells) + " |")
+        for a, b in pairs:
+            diffs: dict = {}
+            busy = []
+            for k in rounds:
+                sa, sb = syms.get((k, policy, a)), syms.get((k, policy, b))
+                if sa is None or sb is None:
+                    continue
+                busy.append(value[k, policy, a, BUSY] - value[k, policy, b, BUSY])
+                for key in set(sa) | set(sb):
+                    if key[0] != IDLE_GROUP:
+                        diffs.setdefault(key, []).append(sa.get(key, 0.0) - sb.get(key, 0.0))
+            if not busy:
+                continue
+            n = len(busy)
+            # A symbol absent from a round's profiles took nothing there; one whose
+            # difference rounds to nothing is not listed.
+            mean = {key: sum(d) / n for key, d in diffs.items() if abs(sum(d) / n) >= 0.05}
+            top = sorted(mean, key=lambda key: -abs(mean[key]))[:TOP_SYMBOLS]
+            total = statistics.mean(busy)
+            lines += ["", f"{policy}, {a} - {b}: the {len(top)} symbols whose us per SET differ "
+                      f"most (mean of {n} rounds' differences)", "",
+                      "| where | symbol (object) | us per SET |", "|---|---|---|"]
+            lines += [f"| {key[0]} | {key[1]} | {mean[key]:+.1f} |" for key in top]
+            lines += [f"| | the other {len(mean) - len(top)} symbols | "
+                      f"{total - sum(mean[key] for key in top):+.1f} |",
+                      f"| | **all CPUs, busy** | **{total:+.1f}** |"]
+    return lines
 
 
 def _ratio_rows(runs: list[dict]) -> list[dict]:
@@ -196,7 +332,8 @@ def _rate_rows(runs: list[dict]) -> list[dict]:
     return rows
 
 
-def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str) -> str:
+def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str,
+             account: list[str] = ()) -> str:
     cols = [c for c in RATE_COLUMNS if any(f"median_{c[0]}" in r for r in rates)]
     lines = ["# Bench: the systems side by side, interleaved", "", about, "",
              "## Per run (median, min-max over the rounds)", "",
@@ -221,6 +358,7 @@ def markdown(runs: list[dict], ratios: list[dict], rates: list[dict], about: str
                 lines.append(f"| {r['policy']} | {r['ratio']} | {r['rounds']} | "
                              f"{r['median']:.3f} | {r['min']:.3f}-{r['max']:.3f} |")
     lines += spread_lines(ratios)
+    lines += account
     rewrites = [r for r in runs if r["aof_rewrites"]]
     lines += ["", "nopersist (no persistence) is the bound: the same server with AOF and "
               "snapshots off, once per policy in each round. What each row measures, and how "
@@ -262,6 +400,10 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
     import pandas as pd
     runs = _with_rates(runs)
     ratios, rates = _ratio_rows(runs), _rate_rows(runs)
+    account = accounting(runs, out_dir / "profiles")
+    if account:
+        pd.DataFrame(account).drop(columns=["symbols"]).to_csv(out_dir / "accounting.csv",
+                                                               index=False)
     pd.DataFrame(runs).drop(columns=["argv", "snapshot_each"], errors="ignore").to_csv(
         out_dir / "runs.csv", index=False)
     pd.DataFrame(ratios, columns=["policy", "metric", "ratio", "rounds", "median", "min",
@@ -271,7 +413,7 @@ def write(out_dir: Path, runs: list[dict], prov: dict) -> str:
              f"{prov['clients']} clients, {prov['value_size_bytes']} B values, "
              f"{prov['key_size_bytes']} B keys over {prov['keyspace']:,} keys; no rewrites; "
              f"commit {prov['git']['commit'][:12]}{' (dirty)' if prov['git']['dirty'] else ''}.")
-    md = markdown(runs, ratios, rates, about)
+    md = markdown(runs, ratios, rates, about, accounting_lines(account))
     (out_dir / "bench.md").write_text(md)
     (out_dir / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
     return md
