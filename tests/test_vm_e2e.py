@@ -251,6 +251,23 @@ def test_every_cell_starts_from_the_same_guest_and_a_fresh_device(vm_results, vm
     assert sorted(g["cell"] for g in guests.values()) == [1, 2, 3]
 
 
+def test_the_cells_commands_share_one_ssh_connection_that_ends_with_the_guest(vm_results,
+                                                                             vm_work):
+    """Each cell's SSH commands went over the guest's shared connection (none fell back to
+    connecting afresh), and once the run destroyed its guest no connection of it is left."""
+    results, _, proc = vm_results
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    for cell in VM_CELLS:
+        log = (results / "raw" / cell / "vm" / "vagrant.log").read_text(errors="replace")
+        assert "$ ssh guest" in log, cell
+        assert "# no shared SSH connection" not in log, cell
+    ps = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True,
+                        check=True).stdout
+    left = [line for line in ps.splitlines() if "ControlPath=" in line
+            and str(vm.DEFAULT_WORK_DIR) in line]
+    assert left == [], left
+
+
 # The SlimIO suite's VM: provisioned like a slimio cell (raw namespace); the cell id only
 # names the VM.
 SUITE_VM = Cell("vm", "slimio", "redis-benchmark", "periodical", 99)

@@ -107,7 +107,8 @@ class KeptGuests(vmmod.FreshGuests):
         record = json.loads(parked.read_text())
         parked.unlink()
         (leases.LEASE_DIR / f"{vm_dir.name}.json").unlink(missing_ok=True)
-        vm = vmmod.RunningVm(vm_dir, json.loads((vm_dir / "vm.json").read_text()), log)
+        vm = vmmod.RunningVm(vm_dir, json.loads((vm_dir / "vm.json").read_text()), log,
+                             multiplex=True)
         vm.domain = record["domain"]
         with open(log, "a") as fh:
             fh.write(f"# the guest booted by cell {record['booted_by']} at "

@@ -239,6 +239,8 @@ def clean(lease: Lease, stop_orphan: bool) -> list[str]:
         stop_processes(procs)
         done.append(f"stopped {len(procs)} process(es) of {lease.cell}: "
                     f"{', '.join(map(str, sorted(procs)))}")
+    if lease.vm_dir:
+        vmmod.close_mux(Path(lease.vm_dir))
     if lease.domain and domain_exists(lease.domain):
         with contextlib.suppress(vmmod.VmError):
             vmmod.remove_domain(lease.domain)
