@@ -271,10 +271,9 @@ class RunningVm:
         self.ssh_config = directory / "ssh_config"
         self.domain: str | None = None
         # A cell's SSH commands share one connection (ssh's ControlMaster), closed when the
-        # VM is destroyed: under TCG a command over a new connection took 0.59-0.67 s, over
-        # the shared one 0.03-0.05 s (`ssh true`, 5 each). Not where the domain is killed and
-        # started again under the same directory (the crash campaign): the shared connection
-        # would outlive its guest.
+        # VM is destroyed (docs/explanation/pipeline.md has the times it saves). Not where
+        # the domain is killed and started again under the same directory (the crash
+        # campaign): the shared connection would outlive its guest.
         self.multiplex = multiplex and len(str(self.mux_socket)) <= MUX_PATH_MAX
 
     def up(self) -> None:
