@@ -63,6 +63,8 @@ FEMU_EMULATOR = "/opt/femu/bin/qemu-system-x86_64"
 VM_WORK_DIR = "/var/tmp/slimio-repro/vm"
 # Each running cell's lease: what it holds on its host (run/leases.py).
 LEASE_DIR = "/var/tmp/slimio-repro/leases"
+# The environment variable every process of a cell inherits: its lease id (run/leases.py).
+CELL_ENV = "SLIMIO_REPRO_CELL"
 
 # Wildcard patterns, relative to the results or build directory.
 SOURCE_TARBALL_PATTERN = "sources/redis-{version}.tar.gz"

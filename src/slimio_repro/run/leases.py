@@ -42,8 +42,7 @@ from ..plan import CellPlan
 from ..testbed import vm as vmmod
 
 LEASE_DIR = Path(paths.LEASE_DIR)
-# The environment variable every process of a cell inherits: its lease id.
-CELL_ENV = "SLIMIO_REPRO_CELL"
+CELL_ENV = paths.CELL_ENV
 # Seconds an orphaned cell gets for its own clean-up after SIGTERM (destroying a VM takes
 # 2-3 s under TCG here), before SIGKILL.
 ORPHAN_GRACE_S = 60

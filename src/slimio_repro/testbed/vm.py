@@ -423,14 +423,13 @@ class RunningVm:
 
     def _mux_options(self) -> list[str]:
         """The options of a command over the shared connection, which is started first when
-        none runs: in the background, without the cell's tag (leases.CELL_ENV; a kept guest's
+        none runs: in the background, without the cell's tag (paths.CELL_ENV; a kept guest's
         connection outlives the cell that started it). Where it could not start, ssh
         connects afresh."""
         if not self.multiplex:
             return []
         if not self.mux_socket.exists():
-            from ..run.leases import CELL_ENV
-            env = {k: v for k, v in os.environ.items() if k != CELL_ENV}
+            env = {k: v for k, v in os.environ.items() if k != paths.CELL_ENV}
             started = subprocess.run(
                 ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR", "-o",
                  "ServerAliveInterval=30", "-o", "ControlMaster=yes", "-o",
