@@ -274,7 +274,7 @@ class RunningVm:
         # VM is destroyed (docs/explanation/pipeline.md has the times it saves). Not where
         # the domain is killed and started again under the same directory (the crash
         # campaign): the shared connection would outlive its guest.
-        self.multiplex = multiplex and len(str(self.mux_socket)) <= MUX_PATH_MAX
+        self.multiplex = multiplex and len(str(mux_socket(directory))) <= MUX_PATH_MAX
 
     def up(self) -> None:
         """``vagrant up``; the SSH configuration and the libvirt domain's name are taken
@@ -417,32 +417,28 @@ class RunningVm:
         return ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR", "-o", option,
                 "default", command]
 
-    @property
-    def mux_socket(self) -> Path:
-        return mux_socket(self.dir)
-
     def _mux_options(self) -> list[str]:
         """The options of a command over the shared connection, which is started first when
         none runs: in the background, without the cell's tag (paths.CELL_ENV; a kept guest's
-        connection outlives the cell that started it). Where it could not start, ssh
-        connects afresh."""
+        connection outlives the cell that started it). Where it could not start, this and
+        every later command connect afresh."""
         if not self.multiplex:
             return []
-        if not self.mux_socket.exists():
+        socket = mux_socket(self.dir)
+        if not socket.exists():
             env = {k: v for k, v in os.environ.items() if k != paths.CELL_ENV}
             started = subprocess.run(
                 ["ssh", "-F", str(self.ssh_config), "-o", "LogLevel=ERROR", "-o",
                  "ServerAliveInterval=30", "-o", "ControlMaster=yes", "-o",
-                 f"ControlPath={self.mux_socket}", "-o", f"ControlPersist={MUX_PERSIST_S}",
+                 f"ControlPath={socket}", "-o", f"ControlPersist={MUX_PERSIST_S}",
                  "-f", "-N", "default"], env=env, capture_output=True, timeout=120)
             if started.returncode != 0:
                 with open(self.log, "a") as fh:
                     fh.write("# no shared SSH connection: "
                              + started.stderr.decode(errors="replace")[-2000:] + "\n")
-        return ["-o", "ControlMaster=no", "-o", f"ControlPath={self.mux_socket}"]
-
-    def close_mux(self) -> None:
-        close_mux(self.dir)
+                self.multiplex = False
+                return []
+        return ["-o", "ControlMaster=no", "-o", f"ControlPath={socket}"]
 
     def ssh(self, command: str, check: bool = True, stdin: bytes | None = None,
             stdout=None, timeout: float | None = None) -> subprocess.CompletedProcess:
@@ -464,7 +460,7 @@ class RunningVm:
         """Stop the domain and remove it with its storage (the box overlay volume) through
         libvirt, as ``vagrant destroy`` does (its fallback when the domain is not known);
         the directory with Vagrant's state is the caller's to delete."""
-        self.close_mux()
+        close_mux(self.dir)
         if not (self.dir / "Vagrantfile").exists():
             return
         try:
