@@ -13,7 +13,8 @@ builds and both sinks alike. Times and CPU seconds come from each child's log li
 serialising thread's and all its threads'). It prints every pair, then per build the
 medians of the per-pair ratios device / discard (time, the serialising thread's CPU, all
 threads' CPU) with their range. Numbers, not assertions. The same build twice measures
-the build against its bound and the A/B's own noise.
+the build against its bound and the A/B's own noise; the same build twice with
+`--after-set OPTION VALUE` (redis.conf lines of the after server only) measures a setting.
 """
 
 from __future__ import annotations
@@ -29,9 +30,11 @@ from slimio_repro.agent import redislog, slimio
 from slimio_repro.agent.server import RedisServer
 
 
-def start(bin_dir: Path, work: Path, keys: int, value_bytes: int) -> RedisServer:
-    """A SlimIO server of ``bin_dir`` on a fresh device file in ``work``, with the dataset."""
-    server = start_server(bin_dir, work, "everysec", **{"slimio-sqpoll": "no"})
+def start(bin_dir: Path, work: Path, keys: int, value_bytes: int,
+          settings: dict[str, str]) -> RedisServer:
+    """A SlimIO server of ``bin_dir`` on a fresh device file in ``work``, with the dataset
+    (``settings``: more redis.conf lines)."""
+    server = start_server(bin_dir, work, "everysec", **{"slimio-sqpoll": "no", **settings})
     subprocess.run([str(bin_dir / "redis-benchmark"), "-h", "127.0.0.1", "-p",
                     str(server.port), "-t", "set", "-c", "50", "-n", str(keys * 150 // 13),
                     "-r", str(keys), "-d", str(value_bytes), "--key-width", "8", "-q"],
@@ -54,11 +57,15 @@ def main() -> None:
     ap.add_argument("--pairs", type=int, default=40)
     ap.add_argument("--keys", type=int, default=13_000)
     ap.add_argument("--value-bytes", type=int, default=4096)
+    ap.add_argument("--after-set", nargs=2, action="append", default=[],
+                    metavar=("OPTION", "VALUE"), help="a redis.conf line of the after "
+                    "server only, e.g. slimio-snapshot-buffer-size 262144 (repeatable)")
     args = ap.parse_args()
     builds = {"before": args.before, "after": args.after}
+    settings = {"before": {}, "after": dict(args.after_set)}
     ratios = {b: {"s": [], "thread_cpu_s": [], "cpu_s": []} for b in builds}
     with tempfile.TemporaryDirectory(dir="/var/tmp") as tmp:
-        servers = {b: start(d, Path(tmp) / b, args.keys, args.value_bytes)
+        servers = {b: start(d, Path(tmp) / b, args.keys, args.value_bytes, settings[b])
                    for b, d in builds.items()}
         try:
             for p in range(args.pairs):
