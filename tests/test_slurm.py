@@ -212,14 +212,37 @@ def test_every_cell_ran_as_a_slurm_job_and_the_records_match_a_local_run(slurm_r
     assert rules - {"rule_run_cell", "rule_parse_cell"} <= {"rule_build_ycsb_binding"}, rules
 
 
+def node_time_beyond_cells(results: Path, cells_s: dict[str, float]) -> list[float]:
+    """What each cell's job cost its node beyond the cell's own recorded time (``cells_s``),
+    from sacct: the job's elapsed time, plus the time the node stood idle before it while it
+    waited in the queue (from the end of the node's job before it to its own start: SLURM
+    starts the next job about a second after one ends), less the cell's time. In the order
+    the jobs started; a cell holds the whole node, so its jobs follow one another."""
+    started = []
+    for cell_id, cell_s in cells_s.items():
+        prov = json.loads((results / "raw" / cell_id / layout.RAW_PROVENANCE).read_text())
+        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "Submit,Start,End", "-j",
+                              prov["node"]["slurm"]["job_id"]],
+                             capture_output=True, text=True, check=True).stdout.split("|")
+        submit, start, end = (datetime.fromisoformat(v.strip()) for v in out)
+        started.append((start, end, submit, cell_s))
+    extra, node_free = [], None
+    for start, end, submit, cell_s in sorted(started):
+        idle = (start - max(node_free, submit)).total_seconds() \
+            if node_free is not None else 0.0
+        extra.append((end - start).total_seconds() + max(idle, 0.0) - cell_s)
+        node_free = end
+    return extra
+
+
 def test_the_estimate_from_the_local_runs_cells_is_within_15_percent_of_the_slurm_run(
         slurm_run):
     """`slimio-repro estimate` calibrated on the local run's cells and Snakemake log, for the
     same matrix through SLURM on this one-node cluster (config/clusters/this-host-slurm.yaml,
     status checks after 5 s as through_slurm asks), against the SLURM run's measured wall
-    time. A job's cost on its node (job_start_s: its Snakemake starts and ends) is measured
-    as the cluster file says: sacct's elapsed time of each cell's job less the cell's own
-    recorded time, the median over the run's cell jobs.
+    time. A job's cost on its node (job_start_s) is measured as the cluster file says
+    (:func:`node_time_beyond_cells`): each cell job's node time beyond its cell's own, the
+    median over the run's cell jobs.
 
     The SLURM run's cells re-run the local run's, and on a host other work shares they can
     run faster or slower by more than the tolerance (here 249 s of cells locally, 177 s
@@ -233,14 +256,7 @@ def test_the_estimate_from_the_local_runs_cells_is_within_15_percent_of_the_slur
         overrides[key] = yaml.safe_load(value)
     config = planmod.load([paths.CONFIG_DIR / "config.yaml"], overrides)
     slurm_cells = {m.id: m.total_s for m in estimate.measured_cells(r.slurm)[0]}
-    # What each cell's job cost on the node: sacct's elapsed less the cell's time.
-    extra = []
-    for cell_id, cell_s in sorted(slurm_cells.items()):
-        prov = json.loads((r.slurm / "raw" / cell_id / layout.RAW_PROVENANCE).read_text())
-        elapsed = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "ElapsedRaw", "-j",
-                                  prov["node"]["slurm"]["job_id"]],
-                                 capture_output=True, text=True, check=True).stdout.split()
-        extra.append(float(elapsed[0]) - cell_s)
+    extra = node_time_beyond_cells(r.slurm, slurm_cells)
     cluster = replace(estimate.Cluster.load(paths.CONFIG_DIR / "clusters" /
                                             "this-host-slurm.yaml"),
                       cpus=os.cpu_count(), status_check_s=float(FAST_STATUS[1]),
