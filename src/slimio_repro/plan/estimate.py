@@ -25,7 +25,8 @@ job pays ``job_start_s`` on its node (its Snakemake starts there), and Snakemake
 job ended only at its next status check (snakemake-executor-plugin-slurm 2.8: the first
 ``status_check_s`` after a submission, then 10 s later each time nothing ended, at most
 180 s). The builds' and the post-processing rules' times come from Snakemake logs of measured
-runs.
+runs, divided by ``host_speed`` (1 for a cluster file; `slimio-repro calibrate` sets it to the
+speed it measured, its host running everything).
 
 **Interval.** Seeded Monte Carlo: each draw takes, for every cell, one measured cell of its set
 (and one of its testbed for the testbed's phases) and scales it to the planned work, and each
@@ -128,6 +129,12 @@ class Cluster:
     kvm: bool = False
     # How many times faster a cell runs on a node than on the calibration host.
     speed: float = 1.0
+    # How many times faster everything but the cells runs than on the calibration host: the
+    # builds, the parsing, the FTL model, the tables, figures and report, and Snakemake's
+    # own time (its start, and its time on each cell's job). `slimio-repro calibrate`, whose host runs all of it, sets
+    # it to the speed it measured; a cluster file has no such key (its submit host is taken
+    # as the calibration host).
+    host_speed: float = 1.0
     # slurm: every build, cell, parse and FTL model is a job (workflows/profiles/slurm);
     # local: `snakemake --cores all` on the one node.
     executor: str = "slurm"
@@ -700,7 +707,11 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
         m = times.mean(rule)
         if m is None:
             unmeasured.append(rule)
-        return m or 0.0
+        return (m or 0.0) / cluster.host_speed
+
+    def scaled(rule: str, written: float) -> np.ndarray | None:
+        d = times.scaled(rule, written)
+        return None if d is None else d / cluster.host_speed
 
     out: list[Job] = []
     build_names = []
@@ -712,7 +723,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
                                  {j.name for j in out}),
                            on_node=rule not in LOCAL_RULES))
             build_names.append(rule)
-    extra = float(np.mean(times.cell_job_extra_s)) if (
+    extra = float(np.mean(times.cell_job_extra_s)) / cluster.host_speed if (
         times.cell_job_extra_s and cluster.executor == "local") else 0.0
     kept = kept_guests(cells) if cluster.executor == "local" else set()
     models = [model.cell(c, kept=c.id in kept) for c in cells]
@@ -726,7 +737,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
     for m in models:
         written = units(m.plan)["written_bytes"] if m.plan.vm is not None else 0.0
         rule = "parse_motivation_cell" if m.plan.motivation is not None else "parse_cell"
-        d = times.scaled("parse_cell", written) if rule == "parse_cell" else None
+        d = scaled("parse_cell", written) if rule == "parse_cell" else None
         if d is None:
             d = np.array([measured(rule)])
         out.append(Job(f"{rule}:{m.plan.id}", "parse", float(d.mean()), 1, (m.plan.id,),
@@ -745,7 +756,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
     ftl_names = []
     for set_id, members in sorted(sets.items()):
         written = sum(units(m.plan)["written_bytes"] for m in members)
-        d = times.scaled("model_ftl_sequence", written)
+        d = scaled("model_ftl_sequence", written)
         if d is None:
             d = np.array([measured("model_ftl_sequence")])
         out.append(Job(f"model_ftl_sequence:{set_id}", "ftl", float(d.mean()), 1,
@@ -781,7 +792,7 @@ def estimate_run(config: dict, cluster: Cluster, calibration: Path, logs: list[P
     times = RuleTimes.of(list(logs), measured)
     jobs_, unmeasured = run_jobs(cells, model, times, cluster, builds, motivation,
                                  {c.id for c in plan.cells})
-    start_s = float(np.mean(times.start_s)) if times.start_s else 0.0
+    start_s = float(np.mean(times.start_s)) / cluster.host_speed if times.start_s else 0.0
     makespan, placed = schedule(jobs_, cluster, start_s=start_s)
     rng = np.random.default_rng(seed)
     out = np.empty(draws)

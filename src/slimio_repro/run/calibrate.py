@@ -8,7 +8,9 @@ sets did, over what they did here (the cells' own phases, not the testbed's: the
 has one boot, too few to compare with), is this host's speed.
 :func:`slimio_repro.plan.estimate_run` then schedules the profile's run on this host at that
 speed (one node, Snakemake running the cells, the builds cached), calibrated on the
-reference run's cells and Snakemake log: the expected wall time and its interval.
+reference run's cells and Snakemake log: the expected wall time and its interval. The speed
+divides the parsing, tables and report and Snakemake's own time too, since this host runs
+them as well.
 
 The interval also carries the calibration's own noise: a cell's own work varies from one
 repetition to the next by a factor of lognormal spread :func:`cell_noise` (measured on the
@@ -126,11 +128,12 @@ def cell_phases(raw: Path) -> dict[str, float]:
 def predict(config: dict, speed: float, reference: Path = paths.SMOKE_REFERENCE,
             host: planmod.Host | None = None, draws: int = 1000) -> planmod.Estimate:
     """The run of ``config`` on this host (one node, Snakemake running the cells, the builds
-    cached) at ``speed`` times the reference host's."""
+    cached) at ``speed`` times the reference host's: its cells, and what runs beside them here
+    (the parsing, the FTL model, the tables and report, Snakemake's own time)."""
     host = host or planmod.Host.this()
     cluster = planmod.Cluster(name="this host", nodes=1, cpus=host.cpus,
                               memory_mb=host.memory_mb, kvm=host.accel_verdict == "kvm",
-                              speed=speed, executor="local")
+                              speed=speed, host_speed=speed, executor="local")
     try:
         return planmod.estimate_run(config, cluster, reference, builds=False, draws=draws)
     except planmod.EstimateError as exc:
