@@ -131,9 +131,9 @@ class Cluster:
     speed: float = 1.0
     # How many times faster everything but the cells runs than on the calibration host: the
     # builds, the parsing, the FTL model, the tables, figures and report, and Snakemake's
-    # own time (its start, and its time on each cell's job). `slimio-repro calibrate`, whose host runs all of it, sets
-    # it to the speed it measured; a cluster file has no such key (its submit host is taken
-    # as the calibration host).
+    # own time (its start, and its time on each cell's job). `slimio-repro calibrate`,
+    # whose host runs all of it, sets it to the speed it measured; a cluster file has no
+    # such key (its submit host is taken as the calibration host).
     host_speed: float = 1.0
     # slurm: every build, cell, parse and FTL model is a job (workflows/profiles/slurm);
     # local: `snakemake --cores all` on the one node.
