@@ -218,14 +218,18 @@ def node_time_beyond_cells(results: Path, cells_s: dict[str, float]) -> list[flo
     waited in the queue (from the end of the node's job before it to its own start: SLURM
     starts the next job about a second after one ends), less the cell's time. In the order
     the jobs started; a cell holds the whole node, so its jobs follow one another."""
-    started = []
+    job_cell_s = {}
     for cell_id, cell_s in cells_s.items():
         prov = json.loads((results / "raw" / cell_id / layout.RAW_PROVENANCE).read_text())
-        out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "Submit,Start,End", "-j",
-                              prov["node"]["slurm"]["job_id"]],
-                             capture_output=True, text=True, check=True).stdout.split("|")
-        submit, start, end = (datetime.fromisoformat(v.strip()) for v in out)
-        started.append((start, end, submit, cell_s))
+        job_cell_s[prov["node"]["slurm"]["job_id"]] = cell_s
+    out = subprocess.run(["sacct", "-X", "-n", "-P", "-o", "JobID,Submit,Start,End", "-j",
+                          ",".join(job_cell_s)], capture_output=True, text=True, check=True)
+    started = []
+    for line in out.stdout.splitlines():
+        job_id, *times = line.split("|")
+        submit, start, end = (datetime.fromisoformat(v) for v in times)
+        started.append((start, end, submit, job_cell_s[job_id]))
+    assert len(started) == len(job_cell_s), out.stdout
     extra, node_free = [], None
     for start, end, submit, cell_s in sorted(started):
         idle = (start - max(node_free, submit)).total_seconds() \

@@ -477,6 +477,14 @@ class RuleTimes:
                         float(sum(written)) if len(written) == len(ids) and ids else math.nan)
         return t
 
+    def faster(self, speed: float) -> "RuleTimes":
+        """These times on a host ``speed`` times as fast (the bytes stay as they were)."""
+        if speed == 1.0:
+            return self
+        return replace(self, seconds={r: [x / speed for x in v] for r, v in self.seconds.items()},
+                       cell_job_extra_s=[x / speed for x in self.cell_job_extra_s],
+                       start_s=[x / speed for x in self.start_s])
+
     def mean(self, rule: str) -> float | None:
         v = self.seconds.get(rule)
         return float(np.mean(v)) if v else None
@@ -707,11 +715,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
         m = times.mean(rule)
         if m is None:
             unmeasured.append(rule)
-        return (m or 0.0) / cluster.host_speed
-
-    def scaled(rule: str, written: float) -> np.ndarray | None:
-        d = times.scaled(rule, written)
-        return None if d is None else d / cluster.host_speed
+        return m or 0.0
 
     out: list[Job] = []
     build_names = []
@@ -723,7 +727,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
                                  {j.name for j in out}),
                            on_node=rule not in LOCAL_RULES))
             build_names.append(rule)
-    extra = float(np.mean(times.cell_job_extra_s)) / cluster.host_speed if (
+    extra = float(np.mean(times.cell_job_extra_s)) if (
         times.cell_job_extra_s and cluster.executor == "local") else 0.0
     kept = kept_guests(cells) if cluster.executor == "local" else set()
     models = [model.cell(c, kept=c.id in kept) for c in cells]
@@ -737,7 +741,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
     for m in models:
         written = units(m.plan)["written_bytes"] if m.plan.vm is not None else 0.0
         rule = "parse_motivation_cell" if m.plan.motivation is not None else "parse_cell"
-        d = scaled("parse_cell", written) if rule == "parse_cell" else None
+        d = times.scaled("parse_cell", written) if rule == "parse_cell" else None
         if d is None:
             d = np.array([measured(rule)])
         out.append(Job(f"{rule}:{m.plan.id}", "parse", float(d.mean()), 1, (m.plan.id,),
@@ -756,7 +760,7 @@ def run_jobs(cells: list[CellPlan], model: Model, times: RuleTimes, cluster: Clu
     ftl_names = []
     for set_id, members in sorted(sets.items()):
         written = sum(units(m.plan)["written_bytes"] for m in members)
-        d = scaled("model_ftl_sequence", written)
+        d = times.scaled("model_ftl_sequence", written)
         if d is None:
             d = np.array([measured("model_ftl_sequence")])
         out.append(Job(f"model_ftl_sequence:{set_id}", "ftl", float(d.mean()), 1,
@@ -789,10 +793,10 @@ def estimate_run(config: dict, cluster: Cluster, calibration: Path, logs: list[P
     model = Model(measured)
     if logs is None:
         logs = sorted((Path(calibration) / "logs" / "snakemake").glob("*.log"))
-    times = RuleTimes.of(list(logs), measured)
+    times = RuleTimes.of(list(logs), measured).faster(cluster.host_speed)
     jobs_, unmeasured = run_jobs(cells, model, times, cluster, builds, motivation,
                                  {c.id for c in plan.cells})
-    start_s = float(np.mean(times.start_s)) / cluster.host_speed if times.start_s else 0.0
+    start_s = float(np.mean(times.start_s)) if times.start_s else 0.0
     makespan, placed = schedule(jobs_, cluster, start_s=start_s)
     rng = np.random.default_rng(seed)
     out = np.empty(draws)
