@@ -1111,9 +1111,10 @@ sds slimioGenInfoString(sds info, int sections) {
     for (int k = 1; k < SLIMIO_KINDS; k++)
         info = sdscatprintf(info, "slimio_placement_%s:%d\r\n", kindName(k),
                             S.be.dev.placement[k] == SLIMIO_NO_PLACEMENT ? -1 : S.be.dev.placement[k]);
-    info = sdscatprintf(info, "slimio_max_io_bytes:%llu\r\nslimio_crc32c:%s\r\n",
+    info = sdscatprintf(info, "slimio_max_io_bytes:%llu\r\nslimio_crc32c:%s\r\n"
+                        "slimio_crc32c_mb_s:%s\r\n",
                         (unsigned long long)S.be.max_io_lbas * S.be.dev.lba_size,
-                        slimioCrc32cImplementation());
+                        slimioCrc32cImplementation(), slimioCrc32cSpeeds());
     if (S.be.dev.is_nvme) {
         const slimioNvmeInfo *n = &S.be.dev.nvme;
         sds pids = sdsempty();

@@ -14,15 +14,18 @@ uint32_t slimioCrc32c(uint32_t crc, const void *buf, size_t len);
  * the chunk arrives (another thread), in any order, and chained in order afterwards. */
 uint32_t slimioCrc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
-/* Which implementation slimioCrc32c uses here: "sse4.2" (the crc32 instruction) or "table"
- * (slicing by 8), whichever was faster when first timed (INFO slimio reports it). */
+/* Which implementation slimioCrc32c uses here: "table" (slicing by 8), "sse4.2" (the crc32
+ * instruction) or "pclmul" (carry-less multiplication), whichever was fastest when first
+ * timed (INFO slimio reports it). */
 const char *slimioCrc32cImplementation(void);
 
-/* The table-driven implementation, whatever the CPU (for tests). */
-uint32_t slimioCrc32cSoftware(uint32_t crc, const void *buf, size_t len);
+/* Each implementation's speed in MB/s as timed for that choice, "table=N,sse4.2=N,pclmul=N"
+ * (those the CPU has; INFO slimio reports it). */
+const char *slimioCrc32cSpeeds(void);
 
-/* The crc32 instruction's CRC into *out, whichever slimioCrc32c uses; 0 (nothing computed)
- * where the CPU has no SSE4.2 (for tests). */
-int slimioCrc32cHardware(uint32_t crc, const void *buf, size_t len, uint32_t *out);
+/* The CRC by the implementation of that name into *out, whichever slimioCrc32c uses; 0
+ * (nothing computed) where the CPU lacks it (for tests and benchmarks). */
+int slimioCrc32cWith(const char *name, uint32_t crc, const void *buf, size_t len,
+                     uint32_t *out);
 
 #endif

@@ -196,6 +196,9 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
             "slimio_wal_batches": slim.get("slimio_wal_batches"),
             "slimio_wal_bytes": slim.get("slimio_wal_bytes"),
             "slimio_wal_full_refusals": slim.get("slimio_wal_full_refusals"),
+            "slimio_crc32c": slim.get("slimio_crc32c"),
+            **{f"slimio_crc32c_mb_s_{name}": rate
+               for name, rate in (slim.get("slimio_crc32c_mb_s") or {}).items()},
             "start_unix_s": t["start_unix_s"], "end_unix_s": t["end_unix_s"],
             **wal_timeline(slim), **extra, "argv": cmd}
 
