@@ -156,11 +156,14 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
         server = RedisServer(bin_dir, conf, port, log)
         server.start(plan.server.start_timeout_s)
         extra: dict = {}
+        warmup_s = 0.0
         try:
             if warmup_requests:
                 warm = dataclasses.replace(plan.workload, requests=warmup_requests)
-                benchmark.run(benchmark.command(bin_dir, port, warm), scratch / "warmup.tsv",
-                              scratch / "warmup.err", plan.workload.timeout_s)
+                w = benchmark.run(benchmark.command(bin_dir, port, warm),
+                                  scratch / "warmup.tsv", scratch / "warmup.err",
+                                  plan.workload.timeout_s)
+                warmup_s = round(w["end_unix_s"] - w["start_unix_s"], 6)
             cmd = benchmark.command(bin_dir, port, plan.workload)
             out = scratch / layout.RAW_BENCHMARK
             with profiled(server.pid, scratch, profile):
@@ -189,7 +192,8 @@ def run_one(plan: CellPlan, warmup_requests: int, scratch: Path,
                         int(slim["slimio_wal_batches"]),
                         warmup_requests + plan.workload.requests))
     return {"rps": got["rps"], "requests_completed": got["requests_completed"],
-            "duration_s": got["duration_s"], "avg_ms": got["avg_ms"],
+            "duration_s": got["duration_s"], "warmup_wall_s": warmup_s,
+            "avg_ms": got["avg_ms"],
             "p99_ms": got["p99_ms"], "p999_ms": got["p999_ms"],
             "aof_rewrites": int(persistence.get("aof_rewrites", 0)),
             "slimio_wal_lag_waits": slim.get("slimio_wal_lag_waits"),
