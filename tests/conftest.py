@@ -119,11 +119,16 @@ def start_redis(bin_dir: Path, directory: Path, appendfsync: str = "everysec",
     return server
 
 
-def plan_of(overrides: dict | None = None, configfiles=None):
-    """The plan of config/config.yaml (then ``configfiles``) with ``overrides`` merged over."""
+def config_of(overrides: dict | None = None, configfiles=None) -> dict:
+    """config/config.yaml (then ``configfiles``) with ``overrides`` merged over."""
     from slimio_repro import plan as planmod
-    files = [paths.CONFIG_DIR / "config.yaml", *(configfiles or [])]
-    return planmod.make(planmod.load(files, overrides))
+    return planmod.load([paths.CONFIG_DIR / "config.yaml", *(configfiles or [])], overrides)
+
+
+def plan_of(overrides: dict | None = None, configfiles=None):
+    """The plan of :func:`config_of`."""
+    from slimio_repro import plan as planmod
+    return planmod.make(config_of(overrides, configfiles))
 
 
 def cell_plan(cell_id: str, overrides: dict | None = None, configfiles=None):

@@ -113,6 +113,15 @@ static uint32_t crc32cClmul(uint32_t crc, const unsigned char *p, size_t len) {
 #endif
 
 typedef uint32_t (*crc32cFn)(uint32_t, const unsigned char *, size_t);
+/* The implementations, the table first; ``has`` is set at init from the CPU's features. */
+static struct { crc32cFn fn; const char *name; int has; } crc32cImpl[] = {
+    {crc32cSw, "table", 1},
+#if defined(__x86_64__)
+    {crc32cHw, "sse4.2", 0},
+    {crc32cClmul, "pclmul", 0},
+#endif
+};
+enum { CRC32C_IMPLS = sizeof(crc32cImpl) / sizeof(crc32cImpl[0]) };
 static crc32cFn crc32cUse = crc32cSw;
 static const char *crc32cUseName = "table";
 static char crc32cSpeeds[96] = "";   /* "table=MB/s,..." as timed at init */
@@ -132,10 +141,9 @@ static double crc32cSeconds(crc32cFn fn, const unsigned char *buf, size_t len) {
  * implementations taking turns (so that a slow spell of the CPU, as a busy host gives an
  * emulated one, falls on all of them; under 0.2 ms on real hardware, about 10 ms under
  * TCG). An instruction's implementation is taken only if it times at least
- * CRC32C_MIN_GAIN times the table's speed. On hardware the gain is 3.8 (sse4.2) and 11.3
+ * SLIMIO_CRC32C_MIN_GAIN times the table's speed. On hardware the gain is 3.8 (sse4.2) and 11.3
  * (pclmul); under QEMU's TCG, which emulates the instructions, the folding times 1.4-1.7
  * and in the server's use ran far slower than the table (docs/explanation/slimio.md). */
-#define CRC32C_MIN_GAIN 2.5
 static void crc32cInitAll(void) {
     crc32cInit();
 #if defined(__x86_64__)
@@ -144,31 +152,27 @@ static void crc32cInitAll(void) {
                                                          128 + 32, 128 - 32}[i]);
     static unsigned char buf[64 << 10];
     for (size_t i = 0; i < sizeof(buf); i++) buf[i] = (unsigned char)(i * 2654435761U >> 13);
-    const struct { crc32cFn fn; const char *name; int has; } impl[] = {
-        {crc32cSw, "table", 1},
-        {crc32cHw, "sse4.2", __builtin_cpu_supports("sse4.2")},
-        {crc32cClmul, "pclmul", __builtin_cpu_supports("pclmul") &&
-                                __builtin_cpu_supports("sse4.1")},
-    };
-    enum { NIMPL = sizeof(impl) / sizeof(impl[0]), PASSES = 5 };
-    double took[NIMPL];
-    for (size_t i = 0; i < NIMPL; i++) took[i] = 1e9;
+    crc32cImpl[1].has = __builtin_cpu_supports("sse4.2");
+    crc32cImpl[2].has = __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    enum { PASSES = 5 };
+    double took[CRC32C_IMPLS];
+    for (size_t i = 0; i < CRC32C_IMPLS; i++) took[i] = 1e9;
     for (int pass = 0; pass < PASSES; pass++)
-        for (size_t i = 0; i < NIMPL; i++) {
-            if (!impl[i].has) continue;
-            double s = crc32cSeconds(impl[i].fn, buf, sizeof(buf));
+        for (size_t i = 0; i < CRC32C_IMPLS; i++) {
+            if (!crc32cImpl[i].has) continue;
+            double s = crc32cSeconds(crc32cImpl[i].fn, buf, sizeof(buf));
             if (s < took[i]) took[i] = s;
         }
     size_t used = 0, fastest = 0;
-    for (size_t i = 0; i < NIMPL; i++) {
-        if (!impl[i].has) continue;
-        if (took[i] <= took[fastest] && took[i] * CRC32C_MIN_GAIN <= took[0]) fastest = i;
+    for (size_t i = 0; i < CRC32C_IMPLS; i++) {
+        if (!crc32cImpl[i].has) continue;
+        if (took[i] <= took[fastest] && took[i] * SLIMIO_CRC32C_MIN_GAIN <= took[0]) fastest = i;
         used += (size_t)snprintf(crc32cSpeeds + used, sizeof(crc32cSpeeds) - used, "%s%s=%.0f",
-                                 used ? "," : "", impl[i].name,
+                                 used ? "," : "", crc32cImpl[i].name,
                                  took[i] > 0 ? sizeof(buf) / took[i] / 1e6 : 0.0);
     }
-    crc32cUse = impl[fastest].fn;
-    crc32cUseName = impl[fastest].name;
+    crc32cUse = crc32cImpl[fastest].fn;
+    crc32cUseName = crc32cImpl[fastest].name;
 #endif
 }
 
@@ -190,21 +194,11 @@ uint32_t slimioCrc32c(uint32_t crc, const void *buf, size_t len) {
 int slimioCrc32cWith(const char *name, uint32_t crc, const void *buf, size_t len,
                      uint32_t *out) {
     pthread_once(&crc32cOnce, crc32cInitAll);
-    if (strcmp(name, "table") == 0) {
-        *out = crc32cSw(crc, buf, len);
-        return 1;
-    }
-#if defined(__x86_64__)
-    if (strcmp(name, "sse4.2") == 0 && __builtin_cpu_supports("sse4.2")) {
-        *out = crc32cHw(crc, buf, len);
-        return 1;
-    }
-    if (strcmp(name, "pclmul") == 0 && __builtin_cpu_supports("pclmul") &&
-        __builtin_cpu_supports("sse4.1")) {
-        *out = crc32cClmul(crc, buf, len);
-        return 1;
-    }
-#endif
+    for (size_t i = 0; i < CRC32C_IMPLS; i++)
+        if (crc32cImpl[i].has && strcmp(name, crc32cImpl[i].name) == 0) {
+            *out = crc32cImpl[i].fn(crc, buf, len);
+            return 1;
+        }
     return 0;
 }
 

@@ -16,8 +16,9 @@ uint32_t slimioCrc32cCombine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b);
 
 /* Which implementation slimioCrc32c uses here: "table" (slicing by 8), "sse4.2" (the crc32
  * instruction) or "pclmul" (carry-less multiplication), whichever was fastest when first
- * timed, an instruction only at 2.5 times the table's speed or more (INFO slimio reports
- * it). */
+ * timed, an instruction only at SLIMIO_CRC32C_MIN_GAIN times the table's speed or more
+ * (INFO slimio reports it). */
+#define SLIMIO_CRC32C_MIN_GAIN 2.5
 const char *slimioCrc32cImplementation(void);
 
 /* Each implementation's speed in MB/s as timed for that choice, "table=N,sse4.2=N,pclmul=N"
